@@ -1,0 +1,39 @@
+# Makefile
+#
+# PGXS build for the ratelimit extension.  The Lua scripts in lua/ are
+# embedded into the shared library at build time (src/rl_scripts_gen.h);
+# nothing under lua/ is read at run time.
+
+EXTENSION = ratelimit
+EXTVERSION = 0.1.0
+
+MODULE_big = ratelimit
+OBJS = \
+	src/ratelimit.o \
+	src/rl_guc.o \
+	src/rl_args.o \
+	src/rl_conn.o \
+	src/rl_scripts.o
+
+DATA = sql/ratelimit--$(EXTVERSION).sql
+PGFILEDESC = "ratelimit - distributed rate limiting over Redis"
+
+PG_CPPFLAGS = -Isrc
+SHLIB_LINK += -lhiredis
+
+# pg_regress suites; each needs a Redis server reachable through the
+# settings in the server's configuration (test/check.sh provides both).
+REGRESS = basic
+REGRESS_OPTS = --load-extension=ratelimit
+
+LUA_SCRIPTS = $(wildcard lua/*.lua)
+EXTRA_CLEAN = src/rl_scripts_gen.h
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+src/rl_scripts_gen.h: $(LUA_SCRIPTS) src/gen_scripts.sh
+	sh src/gen_scripts.sh lua > $@.tmp && mv $@.tmp $@
+
+src/rl_scripts.o: src/rl_scripts_gen.h

@@ -1,0 +1,23 @@
+-- allow.lua
+--
+-- Main part of the single-limiter scripts: one key, one algorithm.
+--   KEYS[1]  the limiter's state key
+--   ARGV     limit, window (us), cost, pinned clock (us, 0 = Redis TIME)
+-- Reply: {allowed 0/1, remaining, retry_after_ms, reset_after_ms}.
+-- The build appends "return rl_allow(<algorithm>)".
+
+local function rl_allow(algorithm)
+  local limit = tonumber(ARGV[1])
+  local window = tonumber(ARGV[2])
+  local cost = tonumber(ARGV[3])
+  local now = rl_clock(ARGV[4])
+  local ok, remaining, retry, reset, apply =
+    algorithm(KEYS[1], limit, window, cost, now)
+  if not ok then
+    return {0, math.max(0, remaining), math.max(1, rl_ms(retry)), rl_ms(reset)}
+  end
+  if apply then
+    apply()
+  end
+  return {1, math.max(0, remaining), 0, rl_ms(reset)}
+end

@@ -1,0 +1,38 @@
+-- common.lua
+--
+-- Helpers shared by every ratelimit script.  The build joins this file,
+-- the algorithm files and a main part (allow.lua or layered.lua) into one
+-- script per entry point, so each script is self-contained in Redis.
+--
+-- Units: times and windows are integer microseconds; state that grows
+-- continuously (buckets, GCRA) is kept "scaled", as units x window, so
+-- that all arithmetic stays on whole numbers that a Lua double holds
+-- exactly while limit x window stays below 2^53.
+
+-- The clock: Redis TIME, unless the caller pinned one (tests only).
+local function rl_clock(pinned)
+  local p = tonumber(pinned)
+  if p and p > 0 then
+    return p
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- Microseconds to whole milliseconds, rounded up, never negative.
+local function rl_ms(us)
+  if us <= 0 then
+    return 0
+  end
+  return math.ceil(us / 1000)
+end
+
+-- Numbers are stored with every digit (tostring keeps only 14).
+local function rl_num(x)
+  return string.format('%.17g', x)
+end
+
+-- Every key carries a TTL: the time until its state is fresh again.
+local function rl_expire(key, us)
+  redis.call('PEXPIRE', key, math.max(1, rl_ms(us)))
+end

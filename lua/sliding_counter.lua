@@ -1,0 +1,65 @@
+-- sliding_counter.lua
+--
+-- Sliding window counter: the count of the current fixed window plus the
+-- previous window's count weighted by the part of it that still lies
+-- inside the sliding window.  An approximation of the sliding log that
+-- needs two numbers per key instead of one member per unit.
+--
+-- State: hash {w = current window start (us), cur, prev}.  The weighted
+-- sum is kept multiplied by the window length so it stays whole.
+
+local function sliding_counter(key, limit, window, cost, now)
+  local start = now - now % window
+  local cur, prev = 0, 0
+  local st = redis.call('HMGET', key, 'w', 'cur', 'prev')
+  if st[1] then
+    local w = tonumber(st[1])
+    if w >= start then
+      -- Same window; a clock that moved back counts from the start of
+      -- the newest window seen, where the previous window weighs most.
+      if w > start then
+        now = w
+      end
+      start = w
+      cur = tonumber(st[2])
+      prev = tonumber(st[3])
+    elseif w == start - window then
+      prev = tonumber(st[2])
+    end
+  end
+
+  local left = window - (now - start)   -- us of the previous window still inside
+  local used = prev * left + cur * window
+  local remaining = limit - cur - math.ceil(prev * left / window)
+
+  if used + cost * window > limit * window then
+    local wait
+    if cur + cost <= limit then
+      -- The previous window's weight must shrink enough.
+      wait = left - (limit - cur - cost) * window / prev
+    else
+      -- Wait for the next window, where this window becomes the
+      -- previous one and must shrink in turn.
+      wait = left + window - (limit - cost) * window / cur
+    end
+    local reset = left
+    if cur > 0 then
+      reset = left + window
+    end
+    return false, math.max(0, remaining), wait, reset, nil
+  end
+
+  cur = cur + cost
+  local reset = 0
+  if cur > 0 then
+    reset = left + window
+  elseif prev > 0 then
+    reset = left
+  end
+  local function apply()
+    redis.call('HSET', key, 'w', rl_num(start), 'cur', rl_num(cur),
+               'prev', rl_num(prev))
+    rl_expire(key, reset)
+  end
+  return true, math.max(0, remaining - cost), 0, reset, apply
+end

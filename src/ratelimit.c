@@ -1,0 +1,240 @@
+/*-------------------------------------------------------------------------
+ *
+ * ratelimit.c
+ *	  Entry points: rl_allow, rl_peek, rl_reset and rl_status.
+ *
+ * A check is one EVALSHA of the algorithm's script on the backend's Redis
+ * connection; Redis runs it atomically with its own clock, so any number
+ * of sessions, on any number of PostgreSQL servers, share one exact
+ * limiter.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/ratelimit.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "rl_scripts.h"
+
+PG_MODULE_MAGIC;
+
+PGDLLEXPORT void _PG_init(void);
+
+PG_FUNCTION_INFO_V1(rl_allow);
+PG_FUNCTION_INFO_V1(rl_peek);
+PG_FUNCTION_INFO_V1(rl_reset);
+PG_FUNCTION_INFO_V1(rl_status);
+
+/*
+ * Only the settings: the connection is opened on first use, in the
+ * backend, never in the postmaster, whose sockets every child would share.
+ */
+void
+_PG_init(void)
+{
+	rl_define_settings();
+}
+
+/*
+ * Checks n keys against one limiter in a single round trip.  While Redis
+ * is unavailable every answer is the failure policy's.
+ */
+void
+rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
+			  const int64 *costs, int n, RlAnswer *answers)
+{
+	RlScriptCall *calls = palloc(sizeof(RlScriptCall) * n);
+	redisReply **replies = palloc0(sizeof(redisReply *) * n);
+	char		limit[24];
+	char		window[24];
+	const char *clock = rl_clock_arg();
+
+	snprintf(limit, sizeof(limit), INT64_FORMAT, limiter->limit);
+	snprintf(window, sizeof(window), INT64_FORMAT, limiter->window_us);
+	for (int i = 0; i < n; i++)
+	{
+		RlScriptCall *call = &calls[i];
+
+		rl_script_call_init(call, limiter->algorithm, 1, 5);
+		rl_script_call_set(call, 0, rl_redis_key(keys[i], keylens[i], limiter, false));
+		rl_script_call_set(call, 1, limit);
+		rl_script_call_set(call, 2, window);
+		rl_script_call_set(call, 3, psprintf(INT64_FORMAT, costs[i]));
+		rl_script_call_set(call, 4, clock);
+	}
+
+	rl_counters.calls += n;
+	if (!rl_run_scripts(calls, n, replies))
+	{
+		for (int i = 0; i < n; i++)
+			rl_policy_answer(&answers[i]);
+		return;
+	}
+	rl_take_answers(replies, n, answers);
+	for (int i = 0; i < n; i++)
+	{
+		if (answers[i].allowed)
+			rl_counters.allowed++;
+		else
+			rl_counters.denied++;
+	}
+}
+
+/*
+ * The rl_result row.  remaining and reset_after_ms are NULL when Redis did
+ * not answer: the policy knows neither.
+ */
+HeapTuple
+rl_answer_tuple(TupleDesc desc, const RlAnswer *answer)
+{
+	Datum		values[4];
+	bool		nulls[4] = {false, !answer->known, false, !answer->known};
+
+	values[0] = BoolGetDatum(answer->allowed);
+	values[1] = Int64GetDatum(answer->remaining);
+	values[2] = Int64GetDatum(answer->retry_after_ms);
+	values[3] = Int64GetDatum(answer->reset_after_ms);
+	return heap_form_tuple(desc, values, nulls);
+}
+
+/* The blessed rl_result descriptor, looked up once per call site. */
+static TupleDesc
+rl_result_desc(FunctionCallInfo fcinfo)
+{
+	TupleDesc	desc = (TupleDesc) fcinfo->flinfo->fn_extra;
+
+	if (desc == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+
+		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "return type must be a row type");
+		desc = BlessTupleDesc(CreateTupleDescCopy(desc));
+		MemoryContextSwitchTo(old);
+		fcinfo->flinfo->fn_extra = desc;
+	}
+	return desc;
+}
+
+/* Shared by rl_allow and rl_peek: argument checks, then one check. */
+static Datum
+rl_allow_internal(FunctionCallInfo fcinfo, int64 cost)
+{
+	RlLimiter	limiter;
+	RlAnswer	answer;
+	char	   *key;
+	int			keylen;
+
+	key = rl_check_key(PG_GETARG_TEXT_PP(0), &keylen);
+	limiter.algorithm = rl_parse_algorithm(PG_GETARG_TEXT_PP(1));
+	limiter.limit = PG_GETARG_INT64(2);
+	limiter.window_us = rl_window_us(PG_GETARG_INTERVAL_P(3));
+	rl_check_limiter(&limiter);
+	rl_check_cost(cost, &limiter);
+
+	rl_check_many(&limiter, &key, &keylen, &cost, 1, &answer);
+	return HeapTupleGetDatum(rl_answer_tuple(rl_result_desc(fcinfo), &answer));
+}
+
+/*
+ * rl_allow(key, algo, limit, window, cost DEFAULT 1) RETURNS rl_result
+ *
+ * Asks for cost units of key's limiter; a denied call consumes nothing.
+ */
+Datum
+rl_allow(PG_FUNCTION_ARGS)
+{
+	rl_require_args(fcinfo, 5);
+	return rl_allow_internal(fcinfo, PG_GETARG_INT64(4));
+}
+
+/* rl_peek(key, algo, limit, window): rl_allow's answer for cost 0. */
+Datum
+rl_peek(PG_FUNCTION_ARGS)
+{
+	rl_require_args(fcinfo, 4);
+	return rl_allow_internal(fcinfo, 0);
+}
+
+/*
+ * rl_reset(key, algo) RETURNS boolean
+ *
+ * Forgets a limiter's state; true if there was any.  Administrative, so an
+ * unavailable Redis is an ERROR whatever the failure policy says.
+ */
+Datum
+rl_reset(PG_FUNCTION_ARGS)
+{
+	RlLimiter	limiter = {0};
+	char	   *key;
+	int			keylen;
+	const char *argv[2];
+	size_t		argvlen[2];
+	RlCommand	cmd = {2, argv, argvlen};
+	redisReply *reply;
+	bool		existed;
+	TimestampTz at;
+
+	rl_require_args(fcinfo, 2);
+	key = rl_check_key(PG_GETARG_TEXT_PP(0), &keylen);
+	limiter.algorithm = rl_parse_algorithm(PG_GETARG_TEXT_PP(1));
+
+	argv[0] = "DEL";
+	argv[1] = rl_redis_key(key, keylen, &limiter, false);
+	argvlen[0] = 3;
+	argvlen[1] = strlen(argv[1]);
+	if (!rl_run_command(&cmd, &reply))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("Redis server %s is unavailable", rl_conn_endpoint()),
+				 errdetail_internal("%s", rl_conn_last_error(&at))));
+	existed = reply->type == REDIS_REPLY_INTEGER && reply->integer > 0;
+	freeReplyObject(reply);
+	PG_RETURN_BOOL(existed);
+}
+
+/*
+ * rl_status(): this backend's view of Redis and its counters.  No
+ * credentials: the endpoint is host:port (or the socket) and database.
+ */
+Datum
+rl_status(PG_FUNCTION_ARGS)
+{
+	TupleDesc	desc;
+	Datum		values[13];
+	bool		nulls[13] = {0};
+	const char *version = rl_conn_server_version();
+	TimestampTz error_at;
+	const char *error = rl_conn_last_error(&error_at);
+	int			i = 0;
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	desc = BlessTupleDesc(desc);
+
+	values[i++] = CStringGetTextDatum(rl_conn_endpoint());
+	values[i++] = BoolGetDatum(rl_conn_connected());
+	nulls[i] = version == NULL;
+	values[i++] = version ? CStringGetTextDatum(version) : (Datum) 0;
+	nulls[i] = error == NULL;
+	values[i++] = error ? CStringGetTextDatum(error) : (Datum) 0;
+	nulls[i] = error == NULL;
+	values[i++] = TimestampTzGetDatum(error_at);
+	values[i++] = Int64GetDatum(rl_counters.calls);
+	values[i++] = Int64GetDatum(rl_counters.allowed);
+	values[i++] = Int64GetDatum(rl_counters.denied);
+	values[i++] = Int64GetDatum(rl_counters.fail_open);
+	values[i++] = Int64GetDatum(rl_counters.fail_closed);
+	values[i++] = Int64GetDatum(rl_counters.failures);
+	values[i++] = Int64GetDatum(rl_counters.connects);
+	values[i++] = Int64GetDatum(rl_counters.script_loads);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}

@@ -1,0 +1,118 @@
+/*-------------------------------------------------------------------------
+ *
+ * ratelimit.h
+ *	  Declarations shared by the ratelimit extension's source files.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/ratelimit.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RATELIMIT_H
+#define RATELIMIT_H
+
+#include "fmgr.h"
+#include "access/htup.h"
+#include "access/tupdesc.h"
+#include "datatype/timestamp.h"
+
+/* Algorithms, in the order of the script table (src/gen_scripts.sh). */
+typedef enum RlAlgorithm
+{
+	RL_FIXED_WINDOW,
+	RL_SLIDING_LOG,
+	RL_SLIDING_COUNTER,
+	RL_TOKEN_BUCKET,
+	RL_LEAKY_BUCKET,
+	RL_GCRA,
+	RL_NUM_ALGORITHMS
+} RlAlgorithm;
+
+/* Script table indexes: one per algorithm, then the layered script. */
+#define RL_SCRIPT_LAYERED	RL_NUM_ALGORITHMS
+#define RL_NUM_SCRIPTS		(RL_NUM_ALGORITHMS + 1)
+
+/* Input caps (README, "Limits"). */
+#define RL_MAX_KEY_BYTES	1024
+#define RL_MAX_LIMIT		INT64CONST(1000000000)
+#define RL_MAX_LOG_LIMIT	INT64CONST(100000)
+#define RL_MIN_WINDOW_US	INT64CONST(1000)
+#define RL_MAX_WINDOW_US	(INT64CONST(366) * USECS_PER_DAY)
+
+/* ratelimit.failure_mode */
+typedef enum RlFailureMode
+{
+	RL_FAIL_OPEN,
+	RL_FAIL_CLOSED,
+	RL_FAIL_ERROR
+} RlFailureMode;
+
+/* One limiter: what a single rl_allow call checks. */
+typedef struct RlLimiter
+{
+	RlAlgorithm algorithm;
+	int64		limit;
+	int64		window_us;
+} RlLimiter;
+
+/* The answer of one check, as rl_result reports it. */
+typedef struct RlAnswer
+{
+	bool		allowed;
+	bool		known;			/* false: Redis unavailable, policy answer */
+	int64		remaining;
+	int64		retry_after_ms;
+	int64		reset_after_ms;
+} RlAnswer;
+
+/* rl_guc.c */
+extern char *rl_redis_host;
+extern int	rl_redis_port;
+extern char *rl_redis_socket;
+extern int	rl_redis_db;
+extern char *rl_redis_username;
+extern char *rl_redis_password;
+extern int	rl_connect_timeout;
+extern int	rl_command_timeout;
+extern int	rl_failure_mode;
+extern int	rl_retry_interval;
+extern char *rl_key_prefix;
+extern bool rl_isolate_databases;
+extern double rl_test_clock_ms;
+extern void rl_define_settings(void);
+
+/* rl_args.c */
+extern RlAlgorithm rl_parse_algorithm(text *algo);
+extern const char *rl_algorithm_name(RlAlgorithm algorithm);
+extern int64 rl_window_us(Interval *window);
+extern void rl_check_limiter(const RlLimiter *limiter);
+extern void rl_check_cost(int64 cost, const RlLimiter *limiter);
+extern char *rl_check_key(text *key, int *len);
+extern char *rl_redis_key(const char *key, int keylen, const RlLimiter *limiter,
+						  bool with_window);
+extern const char *rl_clock_arg(void);
+extern void rl_require_args(FunctionCallInfo fcinfo, int nargs);
+
+/* rl_conn.c: counters this backend keeps for rl_status() */
+typedef struct RlCounters
+{
+	int64		calls;
+	int64		allowed;
+	int64		denied;
+	int64		fail_open;
+	int64		fail_closed;
+	int64		failures;
+	int64		connects;
+	int64		script_loads;
+} RlCounters;
+
+extern RlCounters rl_counters;
+
+/* ratelimit.c */
+extern void rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
+						  const int64 *costs, int n, RlAnswer *answers);
+extern HeapTuple rl_answer_tuple(TupleDesc desc, const RlAnswer *answer);
+
+#endif							/* RATELIMIT_H */

@@ -1,0 +1,211 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_args.c
+ *	  Argument checks and Redis key names.
+ *
+ * Everything a caller passes is checked here, before any Redis round
+ * trip, so bad input costs nothing and leaves the connection as it was.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_args.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "ratelimit.h"
+
+static const char *const rl_algorithm_names[RL_NUM_ALGORITHMS] = {
+	"fixed_window",
+	"sliding_log",
+	"sliding_counter",
+	"token_bucket",
+	"leaky_bucket",
+	"gcra"
+};
+
+/*
+ * A NULL argument is an error, never a NULL answer: a NULL rl_result would
+ * make "IF NOT (rl_allow(...)).allowed" skip its branch and fail open.
+ */
+void
+rl_require_args(FunctionCallInfo fcinfo, int nargs)
+{
+	for (int i = 0; i < nargs; i++)
+	{
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("argument %d of %s must not be null",
+							i + 1, get_func_name(fcinfo->flinfo->fn_oid))));
+	}
+}
+
+/* Spelling is exact: a near miss is an error, not a silent default. */
+RlAlgorithm
+rl_parse_algorithm(text *algo)
+{
+	char	   *name = text_to_cstring(algo);
+
+	for (int i = 0; i < RL_NUM_ALGORITHMS; i++)
+	{
+		if (strcmp(name, rl_algorithm_names[i]) == 0)
+			return (RlAlgorithm) i;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown rate limiting algorithm \"%s\"", name),
+			 errhint("Valid algorithms are fixed_window, sliding_log, sliding_counter, token_bucket, leaky_bucket and gcra.")));
+	pg_unreachable();
+}
+
+const char *
+rl_algorithm_name(RlAlgorithm algorithm)
+{
+	return rl_algorithm_names[algorithm];
+}
+
+/*
+ * Converts a window to microseconds.  A month counts as 30 days, as
+ * PostgreSQL's own interval arithmetic does; the sum is done in floating
+ * point first so that huge intervals are rejected instead of wrapping.
+ */
+int64
+rl_window_us(Interval *window)
+{
+	double		us;
+
+	us = (double) window->month * DAYS_PER_MONTH * USECS_PER_DAY +
+		(double) window->day * USECS_PER_DAY +
+		(double) window->time;
+
+	if (us < RL_MIN_WINDOW_US)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rate limit window must be at least 1 millisecond")));
+	if (us > RL_MAX_WINDOW_US)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rate limit window must be at most 366 days")));
+
+	return (int64) us;
+}
+
+/* Limits a limiter can keep: at least one unit, and no more than its cap. */
+void
+rl_check_limiter(const RlLimiter *limiter)
+{
+	int64		cap = limiter->algorithm == RL_SLIDING_LOG ?
+		RL_MAX_LOG_LIMIT : RL_MAX_LIMIT;
+
+	if (limiter->limit < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rate limit must be at least 1")));
+	if (limiter->limit > cap)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rate limit must be at most " INT64_FORMAT " for %s",
+						cap, rl_algorithm_name(limiter->algorithm)),
+				 limiter->algorithm == RL_SLIDING_LOG ?
+				 errdetail("The sliding log stores one entry per unit.") : 0));
+}
+
+/* A cost above the limit could never pass; saying so beats denying forever. */
+void
+rl_check_cost(int64 cost, const RlLimiter *limiter)
+{
+	if (cost < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cost must not be negative")));
+	if (cost > limiter->limit)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cost " INT64_FORMAT " exceeds the limit " INT64_FORMAT,
+						cost, limiter->limit),
+				 errdetail("A call that costs more than the limit can never be allowed.")));
+}
+
+/* Returns the key's bytes after checking its length. */
+char *
+rl_check_key(text *key, int *len)
+{
+	*len = VARSIZE_ANY_EXHDR(key);
+	if (*len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rate limit key must not be empty")));
+	if (*len > RL_MAX_KEY_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rate limit key must be at most %d bytes", RL_MAX_KEY_BYTES),
+				 errhint("Hash long keys, for example with md5(), before passing them.")));
+	return VARDATA_ANY(key);
+}
+
+/*
+ * The Redis key of a limiter:
+ *
+ *		<prefix>{<database oid>:<escaped key>}:<algorithm>
+ *
+ * Everything a limiter stores lives under one {hash tag}, so a Redis
+ * Cluster keeps it on one node.  The user key is escaped ("%" becomes
+ * "%25", "}" becomes "%7D") so it cannot close the tag early, and the
+ * database OID (or "all" when databases share limiters) comes first, so
+ * no key of one database can spell a key of another.  Limit and window
+ * are not part of the name: a limiter whose parameters change keeps its
+ * state.  Layered rules add ":<window>" so that rules of one algorithm
+ * stay apart.
+ */
+char *
+rl_redis_key(const char *key, int keylen, const RlLimiter *limiter,
+			 bool with_window)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, rl_key_prefix);
+	if (rl_isolate_databases)
+		appendStringInfo(&buf, "{%u:", MyDatabaseId);
+	else
+		appendStringInfoString(&buf, "{all:");
+	for (int i = 0; i < keylen; i++)
+	{
+		if (key[i] == '%')
+			appendStringInfoString(&buf, "%25");
+		else if (key[i] == '}')
+			appendStringInfoString(&buf, "%7D");
+		else
+			appendStringInfoChar(&buf, key[i]);
+	}
+	appendStringInfo(&buf, "}:%s", rl_algorithm_name(limiter->algorithm));
+	if (!with_window)
+		return buf.data;
+	if (limiter->window_us % 1000 == 0)
+		appendStringInfo(&buf, ":" INT64_FORMAT "ms", limiter->window_us / 1000);
+	else
+		appendStringInfo(&buf, ":" INT64_FORMAT "us", limiter->window_us);
+	return buf.data;
+}
+
+/* The clock argument of every script: pinned microseconds, or 0 for TIME. */
+const char *
+rl_clock_arg(void)
+{
+	static char buf[32];
+
+	if (rl_test_clock_ms <= 0)
+		return "0";
+	snprintf(buf, sizeof(buf), "%.0f", rint(rl_test_clock_ms * 1000.0));
+	return buf;
+}

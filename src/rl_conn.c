@@ -1,0 +1,583 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_conn.c
+ *	  The backend's Redis connection and its interruptible I/O.
+ *
+ * Each backend opens one connection, lazily on first use, and keeps it
+ * across calls and transactions.  hiredis runs in non-blocking mode and
+ * never waits itself: every wait happens here, in a WaitEventSet that also
+ * watches the process latch and the postmaster, so query cancel,
+ * statement_timeout and pg_terminate_backend interrupt a stalled Redis at
+ * once, and a dead postmaster ends the backend.
+ *
+ * A command whose reply has not arrived is never sent again.  If a wait is
+ * cut short (our timeout, an interrupt, a broken link) the connection is
+ * dropped, so a late reply can never be taken as the answer to a later
+ * call.  After a failure no new attempt is made for retry_interval, so a
+ * dead Redis costs a policy answer, not a timeout, per call.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_conn.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/socket.h>
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "rl_conn.h"
+
+/* Seconds between two WARNINGs about an unavailable Redis, per backend. */
+#define RL_WARNING_INTERVAL_MS	60000
+
+static redisContext *rl_ctx = NULL;
+static WaitEventSet *rl_waitset = NULL;
+static int	rl_sock_pos = -1;
+static uint32 rl_sock_events = 0;
+
+/* True while a command is out and its reply not yet read. */
+static bool rl_busy = false;
+
+/* The settings of the open connection, or of the last attempt. */
+static char *rl_conn_signature = NULL;
+
+/* Failure state. */
+static TimestampTz rl_retry_at = 0;
+static TimestampTz rl_last_warning = 0;
+static int64 rl_unwarned = 0;
+static char rl_last_error[256] = "";
+static TimestampTz rl_last_error_at = 0;
+static char rl_server_version[32] = "";
+static bool rl_exit_registered = false;
+
+RlCounters	rl_counters;
+
+static void
+rl_discard(void)
+{
+	if (rl_waitset != NULL)
+	{
+		FreeWaitEventSet(rl_waitset);
+		rl_waitset = NULL;
+	}
+	if (rl_ctx != NULL)
+	{
+		redisFree(rl_ctx);
+		rl_ctx = NULL;
+		ReleaseExternalFD();
+	}
+	rl_busy = false;
+	rl_server_version[0] = '\0';
+}
+
+/* Closes the socket when the backend exits, so Redis sees it go at once. */
+static void
+rl_at_exit(int code, Datum arg)
+{
+	rl_discard();
+}
+
+/*
+ * The settings that name the endpoint and its credentials, as one string:
+ * a call whose settings differ from the connection's reconnects, which is
+ * how SET and pg_reload_conf() take effect on the next call.
+ */
+static char *
+rl_signature(void)
+{
+	return psprintf("%s\n%d\n%s\n%d\n%s\n%s", rl_redis_host, rl_redis_port,
+					rl_redis_socket, rl_redis_db, rl_redis_username,
+					rl_redis_password);
+}
+
+/*
+ * Records a failure: Redis is unavailable for this call and no attempt is
+ * made for retry_interval.  The WARNING is rate-limited; rl_status() keeps
+ * the full count.  "keep" leaves an in-sync connection open (BUSY, OOM ...).
+ */
+void
+rl_conn_failure(bool keep, const char *fmt,...)
+{
+	va_list		args;
+	TimestampTz now = GetCurrentTimestamp();
+
+	va_start(args, fmt);
+	vsnprintf(rl_last_error, sizeof(rl_last_error), fmt, args);
+	va_end(args);
+	rl_last_error_at = now;
+	rl_counters.failures++;
+	rl_retry_at = TimestampTzPlusMilliseconds(now, rl_retry_interval);
+	if (!keep)
+		rl_discard();
+
+	if (rl_last_warning == 0 ||
+		TimestampDifferenceExceeds(rl_last_warning, now, RL_WARNING_INTERVAL_MS))
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("Redis server %s is unavailable", rl_conn_endpoint()),
+				 errdetail_internal("%s", rl_last_error),
+				 rl_unwarned > 0 ?
+				 errhint("%lld further failures were not reported; see rl_status().",
+						 (long long) rl_unwarned) : 0));
+		rl_last_warning = now;
+		rl_unwarned = 0;
+	}
+	else
+		rl_unwarned++;
+}
+
+/* A successful round trip ends a run of failures. */
+void
+rl_conn_succeeded(void)
+{
+	rl_retry_at = 0;
+	rl_last_warning = 0;
+	rl_unwarned = 0;
+}
+
+/*
+ * Waits until the socket is ready for "events" or the deadline passes;
+ * false on timeout.  Interrupts are served here: a cancel or terminate
+ * throws out of this loop, and the caller's PG_CATCH drops the connection.
+ */
+static bool
+rl_wait(uint32 events, TimestampTz deadline)
+{
+	if (events != rl_sock_events)
+	{
+		ModifyWaitEvent(rl_waitset, rl_sock_pos, events, NULL);
+		rl_sock_events = events;
+	}
+
+	for (;;)
+	{
+		WaitEvent	event;
+		long		timeout;
+
+		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		if (timeout <= 0)
+			return false;
+		if (WaitEventSetWait(rl_waitset, timeout, &event, 1,
+							 PG_WAIT_EXTENSION) == 0)
+			continue;			/* timed out: the next pass sees it */
+		if (event.events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (event.events & events)
+			return true;
+	}
+}
+
+/* Writes everything hiredis has buffered. */
+static bool
+rl_flush(TimestampTz deadline)
+{
+	int			done = 0;
+
+	for (;;)
+	{
+		if (redisBufferWrite(rl_ctx, &done) == REDIS_ERR)
+		{
+			rl_conn_failure(false, "could not send to Redis: %s", rl_ctx->errstr);
+			return false;
+		}
+		if (done)
+			return true;
+		if (!rl_wait(WL_SOCKET_WRITEABLE, deadline))
+		{
+			rl_conn_failure(false, "timed out sending to Redis");
+			return false;
+		}
+	}
+}
+
+/* Reads n replies, in order. */
+static bool
+rl_read(redisReply **replies, int n, TimestampTz deadline)
+{
+	for (int i = 0; i < n; i++)
+	{
+		void	   *reply = NULL;
+
+		for (;;)
+		{
+			if (redisGetReplyFromReader(rl_ctx, &reply) == REDIS_ERR)
+			{
+				rl_conn_failure(false, "could not parse Redis reply: %s",
+								rl_ctx->errstr);
+				return false;
+			}
+			if (reply != NULL)
+				break;
+			if (!rl_wait(WL_SOCKET_READABLE, deadline))
+			{
+				rl_conn_failure(false, "timed out waiting for Redis reply");
+				return false;
+			}
+			if (redisBufferRead(rl_ctx) == REDIS_ERR)
+			{
+				rl_conn_failure(false, "could not receive from Redis: %s",
+								rl_ctx->errstr);
+				return false;
+			}
+		}
+		replies[i] = (redisReply *) reply;
+	}
+	return true;
+}
+
+void
+rl_free_replies(redisReply **replies, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		if (replies[i] != NULL)
+			freeReplyObject(replies[i]);
+		replies[i] = NULL;
+	}
+}
+
+/*
+ * Sends n commands in one write and reads their n replies: one network
+ * round trip however many commands.  False when Redis could not be
+ * reached in time; the connection is then gone and the failure recorded.
+ * Replies are hiredis objects; the caller frees them.
+ */
+bool
+rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
+				  TimestampTz deadline)
+{
+	bool		ok;
+
+	Assert(rl_ctx != NULL && !rl_busy);
+	for (int i = 0; i < n; i++)
+	{
+		replies[i] = NULL;
+		if (redisAppendCommandArgv(rl_ctx, cmds[i].argc, cmds[i].argv,
+								   cmds[i].argvlen) != REDIS_OK)
+		{
+			rl_conn_failure(false, "could not queue Redis command: %s",
+							rl_ctx->errstr);
+			return false;
+		}
+	}
+
+	rl_busy = true;
+	PG_TRY();
+	{
+		ok = rl_flush(deadline) && rl_read(replies, n, deadline);
+	}
+	PG_CATCH();
+	{
+		rl_free_replies(replies, n);
+		rl_discard();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (!ok)
+	{
+		rl_free_replies(replies, n);
+		return false;
+	}
+	rl_busy = false;
+	return true;
+}
+
+/*
+ * An idle connection that Redis closed (idle timeout, CLIENT KILL, restart)
+ * shows as readable with nothing or an error to read.  Checking before
+ * sending costs one non-blocking recv and lets us reconnect safely, since
+ * nothing was sent on the dead link.
+ */
+static bool
+rl_link_is_stale(void)
+{
+	char		byte;
+	ssize_t		r = recv(rl_ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return false;
+	return true;				/* EOF, an error, or stray bytes */
+}
+
+/* Pulls "redis_version:x.y.z" out of an INFO server reply. */
+static void
+rl_parse_version(const char *info)
+{
+	const char *p = strstr(info, "redis_version:");
+	size_t		len;
+
+	rl_server_version[0] = '\0';
+	if (p == NULL)
+		return;
+	p += strlen("redis_version:");
+	len = strcspn(p, "\r\n");
+	if (len >= sizeof(rl_server_version))
+		len = sizeof(rl_server_version) - 1;
+	memcpy(rl_server_version, p, len);
+	rl_server_version[len] = '\0';
+}
+
+/*
+ * Opens the connection: a non-blocking connect waited for under
+ * connect_timeout, then AUTH, SELECT, CLIENT SETNAME and INFO in one round
+ * trip.  The client name (pg:<database oid>:<pid>) tells an operator which
+ * backend a Redis client belongs to.  Secrets never reach a message.
+ */
+static bool
+rl_connect(char *signature)
+{
+	TimestampTz deadline;
+	redisContext *c;
+	const char *argv[4][4];
+	size_t		argvlen[4][4];
+	RlCommand	cmds[4];
+	redisReply *replies[4];
+	int			n = 0;
+	bool		connected;
+	int			err = 0;
+	socklen_t	errlen = sizeof(err);
+	char		db[16];
+	char		name[64];
+
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   rl_connect_timeout);
+
+	/* Remember what this attempt used, so a later change is seen. */
+	if (rl_conn_signature != NULL)
+		pfree(rl_conn_signature);
+	rl_conn_signature = MemoryContextStrdup(TopMemoryContext, signature);
+
+	if (!rl_exit_registered)
+	{
+		on_proc_exit(rl_at_exit, (Datum) 0);
+		rl_exit_registered = true;
+	}
+
+	if (!AcquireExternalFD())
+	{
+		rl_conn_failure(false, "could not connect to Redis: too many open files");
+		return false;
+	}
+	if (rl_redis_socket[0] != '\0')
+		c = redisConnectUnixNonBlock(rl_redis_socket);
+	else
+		c = redisConnectNonBlock(rl_redis_host, rl_redis_port);
+	if (c == NULL || c->err)
+	{
+		char		msg[128];
+
+		strlcpy(msg, c != NULL ? c->errstr : "out of memory", sizeof(msg));
+		if (c != NULL)
+			redisFree(c);
+		ReleaseExternalFD();
+		rl_conn_failure(false, "could not connect to Redis: %s", msg);
+		return false;
+	}
+	rl_ctx = c;
+	rl_counters.connects++;
+
+	rl_waitset = CreateWaitEventSet(TopMemoryContext, 3);
+	AddWaitEventToSet(rl_waitset, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(rl_waitset, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	rl_sock_pos = AddWaitEventToSet(rl_waitset, WL_SOCKET_WRITEABLE, c->fd,
+									NULL, NULL);
+	rl_sock_events = WL_SOCKET_WRITEABLE;
+
+	PG_TRY();
+	{
+		connected = rl_wait(WL_SOCKET_WRITEABLE, deadline);
+	}
+	PG_CATCH();
+	{
+		rl_discard();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!connected)
+	{
+		rl_conn_failure(false, "timed out connecting to Redis");
+		return false;
+	}
+	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &errlen) != 0 || err != 0)
+	{
+		rl_conn_failure(false, "could not connect to Redis: %s",
+						strerror(err != 0 ? err : errno));
+		return false;
+	}
+
+	/* The handshake, one round trip. */
+	if (rl_redis_password[0] != '\0')
+	{
+		int			k = 0;
+
+		argv[n][k++] = "AUTH";
+		if (rl_redis_username[0] != '\0')
+			argv[n][k++] = rl_redis_username;
+		argv[n][k++] = rl_redis_password;
+		cmds[n].argc = k;
+		n++;
+	}
+	if (rl_redis_db != 0)
+	{
+		snprintf(db, sizeof(db), "%d", rl_redis_db);
+		argv[n][0] = "SELECT";
+		argv[n][1] = db;
+		cmds[n].argc = 2;
+		n++;
+	}
+	snprintf(name, sizeof(name), "pg:%u:%d", MyDatabaseId, MyProcPid);
+	argv[n][0] = "CLIENT";
+	argv[n][1] = "SETNAME";
+	argv[n][2] = name;
+	cmds[n].argc = 3;
+	n++;
+	argv[n][0] = "INFO";
+	argv[n][1] = "server";
+	cmds[n].argc = 2;
+	n++;
+	for (int i = 0; i < n; i++)
+	{
+		for (int k = 0; k < cmds[i].argc; k++)
+			argvlen[i][k] = strlen(argv[i][k]);
+		cmds[i].argv = argv[i];
+		cmds[i].argvlen = argvlen[i];
+	}
+
+	if (!rl_conn_roundtrip(cmds, n, replies, deadline))
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		if (replies[i]->type == REDIS_REPLY_ERROR)
+		{
+			/* AUTH, max clients, LOADING ...: the server refused us. */
+			char		msg[200];
+
+			strlcpy(msg, replies[i]->str, sizeof(msg));
+			rl_free_replies(replies, n);
+			rl_conn_failure(false, "Redis refused the connection: %s", msg);
+			return false;
+		}
+	}
+	if (replies[n - 1]->type == REDIS_REPLY_STRING)
+		rl_parse_version(replies[n - 1]->str);
+	rl_free_replies(replies, n);
+
+	return true;
+}
+
+/*
+ * Makes sure a usable connection is open.  False means Redis is
+ * unavailable for this call: inside the retry interval after a failure,
+ * or a connection attempt that just failed.
+ */
+bool
+rl_conn_ready(void)
+{
+	char	   *signature = rl_signature();
+
+	/* A command cut short by an error left its reply unread: drop it. */
+	if (rl_ctx != NULL && rl_busy)
+		rl_discard();
+
+	/* New endpoint or credentials: reconnect, and try them at once. */
+	if (rl_conn_signature != NULL && strcmp(signature, rl_conn_signature) != 0)
+	{
+		rl_discard();
+		pfree(rl_conn_signature);
+		rl_conn_signature = NULL;
+		rl_retry_at = 0;
+	}
+
+	if (rl_retry_at != 0 && GetCurrentTimestamp() < rl_retry_at)
+		return false;
+
+	if (rl_ctx != NULL && rl_link_is_stale())
+		rl_discard();
+	if (rl_ctx == NULL)
+		return rl_connect(signature);
+	return true;
+}
+
+/*
+ * The answer while Redis is unavailable, by ratelimit.failure_mode: open
+ * admits, closed denies until the next attempt, error raises.
+ */
+void
+rl_policy_answer(RlAnswer *answer)
+{
+	answer->known = false;
+	answer->remaining = 0;
+	answer->reset_after_ms = 0;
+	switch (rl_failure_mode)
+	{
+		case RL_FAIL_OPEN:
+			rl_counters.fail_open++;
+			answer->allowed = true;
+			answer->retry_after_ms = 0;
+			break;
+		case RL_FAIL_CLOSED:
+			rl_counters.fail_closed++;
+			answer->allowed = false;
+			answer->retry_after_ms = 1;
+			if (rl_retry_at != 0)
+				answer->retry_after_ms =
+					Max(1, TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+														   rl_retry_at));
+			break;
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("Redis server %s is unavailable", rl_conn_endpoint()),
+					 errdetail_internal("%s", rl_last_error),
+					 errhint("ratelimit.failure_mode is \"error\"; set it to \"open\" or \"closed\" to answer without Redis.")));
+	}
+}
+
+bool
+rl_conn_connected(void)
+{
+	return rl_ctx != NULL;
+}
+
+/* host:port or the socket path, never credentials. */
+const char *
+rl_conn_endpoint(void)
+{
+	static char buf[512];
+
+	if (rl_redis_socket[0] != '\0')
+		snprintf(buf, sizeof(buf), "unix:%s", rl_redis_socket);
+	else
+		snprintf(buf, sizeof(buf), "%s:%d", rl_redis_host, rl_redis_port);
+	if (rl_redis_db != 0)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "/%d", rl_redis_db);
+	return buf;
+}
+
+const char *
+rl_conn_server_version(void)
+{
+	return rl_server_version[0] != '\0' ? rl_server_version : NULL;
+}
+
+const char *
+rl_conn_last_error(TimestampTz *at)
+{
+	*at = rl_last_error_at;
+	return rl_last_error[0] != '\0' ? rl_last_error : NULL;
+}

@@ -1,0 +1,233 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_guc.c
+ *	  The ratelimit.* settings.
+ *
+ * Every setting is PGC_SUSET: a role that could repoint Redis, shorten a
+ * timeout or switch the failure mode could force a fail-open answer and
+ * walk past its limits, and one that could change the key prefix could
+ * spend another tenant's quota.  The password is also hidden from
+ * ordinary roles.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_guc.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <float.h>
+#include <limits.h>
+
+#include "utils/guc.h"
+
+#include "ratelimit.h"
+
+char	   *rl_redis_host = NULL;
+int			rl_redis_port = 6379;
+char	   *rl_redis_socket = NULL;
+int			rl_redis_db = 0;
+char	   *rl_redis_username = NULL;
+char	   *rl_redis_password = NULL;
+int			rl_connect_timeout = 1000;
+int			rl_command_timeout = 500;
+int			rl_failure_mode = RL_FAIL_OPEN;
+int			rl_retry_interval = 1000;
+char	   *rl_key_prefix = NULL;
+bool		rl_isolate_databases = true;
+double		rl_test_clock_ms = 0;
+
+static const struct config_enum_entry rl_failure_mode_options[] = {
+	{"open", RL_FAIL_OPEN, false},
+	{"closed", RL_FAIL_CLOSED, false},
+	{"error", RL_FAIL_ERROR, false},
+	{NULL, 0, false}
+};
+
+/*
+ * The key prefix goes in front of the {hash tag}; a brace in it would move
+ * the tag and could split one limiter's keys across cluster slots.
+ */
+static bool
+rl_check_key_prefix(char **newval, void **extra, GucSource source)
+{
+	if (strpbrk(*newval, "{}") != NULL)
+	{
+		GUC_check_errdetail("The key prefix must not contain \"{\" or \"}\".");
+		return false;
+	}
+	if (strlen(*newval) > 64)
+	{
+		GUC_check_errdetail("The key prefix is limited to 64 bytes.");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Defined from _PG_init.  Endpoint changes need no hook: each call compares
+ * the settings with those its connection was opened with (rl_conn.c).
+ */
+void
+rl_define_settings(void)
+{
+	DefineCustomStringVariable("ratelimit.redis_host",
+							   "Redis server host name or IP address.",
+							   "A numeric address avoids a blocking DNS lookup.",
+							   &rl_redis_host,
+							   "127.0.0.1",
+							   PGC_SUSET,
+							   0,
+							   NULL,
+							   NULL,
+							   NULL);
+
+	DefineCustomIntVariable("ratelimit.redis_port",
+							"Redis server TCP port.",
+							NULL,
+							&rl_redis_port,
+							6379,
+							1,
+							65535,
+							PGC_SUSET,
+							0,
+							NULL,
+							NULL,
+							NULL);
+
+	DefineCustomStringVariable("ratelimit.redis_socket",
+							   "Redis server Unix socket path; used instead of host and port when set.",
+							   NULL,
+							   &rl_redis_socket,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   NULL,
+							   NULL,
+							   NULL);
+
+	DefineCustomIntVariable("ratelimit.redis_db",
+							"Redis logical database number.",
+							NULL,
+							&rl_redis_db,
+							0,
+							0,
+							INT_MAX,
+							PGC_SUSET,
+							0,
+							NULL,
+							NULL,
+							NULL);
+
+	DefineCustomStringVariable("ratelimit.redis_username",
+							   "Redis ACL user name (with redis_password).",
+							   NULL,
+							   &rl_redis_username,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   NULL,
+							   NULL,
+							   NULL);
+
+	DefineCustomStringVariable("ratelimit.redis_password",
+							   "Redis password.",
+							   NULL,
+							   &rl_redis_password,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   NULL,
+							   NULL,
+							   NULL);
+
+	DefineCustomIntVariable("ratelimit.connect_timeout",
+							"Time allowed to connect and authenticate to Redis.",
+							NULL,
+							&rl_connect_timeout,
+							1000,
+							1,
+							INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL,
+							NULL,
+							NULL);
+
+	DefineCustomIntVariable("ratelimit.command_timeout",
+							"Time allowed for one Redis round trip.",
+							NULL,
+							&rl_command_timeout,
+							500,
+							1,
+							INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL,
+							NULL,
+							NULL);
+
+	DefineCustomEnumVariable("ratelimit.failure_mode",
+							 "Answer given while Redis is unavailable: open, closed or error.",
+							 NULL,
+							 &rl_failure_mode,
+							 RL_FAIL_OPEN,
+							 rl_failure_mode_options,
+							 PGC_SUSET,
+							 0,
+							 NULL,
+							 NULL,
+							 NULL);
+
+	DefineCustomIntVariable("ratelimit.retry_interval",
+							"Time after a Redis failure during which no new attempt is made.",
+							NULL,
+							&rl_retry_interval,
+							1000,
+							0,
+							INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL,
+							NULL,
+							NULL);
+
+	DefineCustomStringVariable("ratelimit.key_prefix",
+							   "Prefix of every Redis key the extension writes.",
+							   NULL,
+							   &rl_key_prefix,
+							   "rl:",
+							   PGC_SUSET,
+							   0,
+							   rl_check_key_prefix,
+							   NULL,
+							   NULL);
+
+	DefineCustomBoolVariable("ratelimit.isolate_databases",
+							 "Keeps each database's limiters apart in Redis.",
+							 "When off, the same key names the same limiter in every database.",
+							 &rl_isolate_databases,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL,
+							 NULL,
+							 NULL);
+
+	DefineCustomRealVariable("ratelimit.test_clock_ms",
+							 "Pins the limiter clock, in milliseconds since the Unix epoch (tests only).",
+							 "0 uses the Redis server clock.",
+							 &rl_test_clock_ms,
+							 0,
+							 0,
+							 1e15,
+							 PGC_SUSET,
+							 0,
+							 NULL,
+							 NULL,
+							 NULL);
+
+	MarkGUCPrefixReserved("ratelimit");
+}

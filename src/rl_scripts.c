@@ -1,0 +1,256 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_scripts.c
+ *	  Running the embedded Lua scripts with EVALSHA.
+ *
+ * The scripts are compiled into the library (rl_scripts_gen.h, made from
+ * lua/ at build time) together with their SHA1s, so a call is a single
+ * EVALSHA and never a per-call SCRIPT LOAD.  Redis forgets scripts on
+ * restart, fail-over and SCRIPT FLUSH; a NOSCRIPT reply means the script
+ * did not run, so exactly those calls are sent once more as EVAL, which
+ * also puts the script back in the cache.
+ *
+ * Replies are sorted into two classes.  Unavailable (BUSY, LOADING, OOM,
+ * READONLY, ...) is Redis's state, answered by the failure policy.
+ * Misuse (WRONGTYPE, NOPERM, script errors, odd replies) is an ERROR: a
+ * limiter that admits everything when its keys are wrong would hide the
+ * mistake.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_scripts.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "rl_scripts.h"
+
+typedef struct RlScriptSource
+{
+	const char *name;
+	const char *sha1;
+	const char *text;
+} RlScriptSource;
+
+#include "rl_scripts_gen.h"
+
+StaticAssertDecl(lengthof(rl_script_sources) == RL_NUM_SCRIPTS,
+				 "script table does not match the algorithm list");
+
+/* Error replies that mean "Redis cannot serve now", not "you erred". */
+static const char *const rl_unavailable_prefixes[] = {
+	"BUSY",
+	"LOADING",
+	"OOM",
+	"READONLY",
+	"MASTERDOWN",
+	"NOAUTH",
+	"WRONGPASS",
+	"CLUSTERDOWN",
+	"TRYAGAIN",
+	"ERR max number of clients",
+	NULL
+};
+
+static bool
+rl_reply_unavailable(const redisReply *reply)
+{
+	for (int i = 0; rl_unavailable_prefixes[i] != NULL; i++)
+	{
+		if (strncmp(reply->str, rl_unavailable_prefixes[i],
+					strlen(rl_unavailable_prefixes[i])) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Prepares a call with room for nparams keys and arguments. */
+void
+rl_script_call_init(RlScriptCall *call, int script, int nkeys, int nparams)
+{
+	call->script = script;
+	call->nkeys = nkeys;
+	call->nparams = nparams;
+	call->params = palloc(sizeof(char *) * nparams);
+	call->paramlen = palloc(sizeof(size_t) * nparams);
+}
+
+void
+rl_script_call_set(RlScriptCall *call, int i, const char *value)
+{
+	call->params[i] = value;
+	call->paramlen[i] = strlen(value);
+}
+
+/* EVALSHA sha numkeys params..., or EVAL text numkeys params... */
+static void
+rl_build_eval(RlCommand *cmd, RlScriptCall *call, bool by_text, char *numkeys)
+{
+	const RlScriptSource *src = &rl_script_sources[call->script];
+	int			argc = call->nparams + 3;
+
+	cmd->argc = argc;
+	cmd->argv = palloc(sizeof(char *) * argc);
+	cmd->argvlen = palloc(sizeof(size_t) * argc);
+	cmd->argv[0] = by_text ? "EVAL" : "EVALSHA";
+	cmd->argv[1] = by_text ? src->text : src->sha1;
+	snprintf(numkeys, 12, "%d", call->nkeys);
+	cmd->argv[2] = numkeys;
+	for (int i = 0; i < 3; i++)
+		cmd->argvlen[i] = strlen(cmd->argv[i]);
+	memcpy(cmd->argv + 3, call->params, sizeof(char *) * call->nparams);
+	memcpy(cmd->argvlen + 3, call->paramlen, sizeof(size_t) * call->nparams);
+}
+
+/*
+ * Looks through replies for errors.  Returns false (failure recorded) for
+ * an unavailable Redis; raises an ERROR for misuse.  The replies are
+ * freed in both cases.
+ */
+static bool
+rl_check_replies(redisReply **replies, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		char		msg[512];
+
+		if (replies[i]->type != REDIS_REPLY_ERROR)
+			continue;
+		strlcpy(msg, replies[i]->str, sizeof(msg));
+		if (rl_reply_unavailable(replies[i]))
+		{
+			rl_free_replies(replies, n);
+			rl_conn_failure(true, "%s", msg);
+			return false;
+		}
+		rl_free_replies(replies, n);
+		ereport(ERROR,
+				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+				 errmsg("Redis rejected a rate limiter command"),
+				 errdetail_internal("%s", msg),
+				 strncmp(msg, "WRONGTYPE", 9) == 0 ?
+				 errhint("Another application wrote to a key under ratelimit.key_prefix.") : 0));
+	}
+	return true;
+}
+
+/*
+ * Runs n script calls in one round trip (plus one more if Redis had lost
+ * some scripts).  False means Redis is unavailable and the caller should
+ * give the policy answer.  On success replies[] holds one array reply per
+ * call, for the caller to free.
+ */
+bool
+rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
+{
+	RlCommand  *cmds;
+	char	   *numkeys;
+	TimestampTz deadline;
+	int			missing = 0;
+
+	if (!rl_conn_ready())
+		return false;
+
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   rl_command_timeout);
+	cmds = palloc(sizeof(RlCommand) * n);
+	numkeys = palloc(12 * n);
+	for (int i = 0; i < n; i++)
+		rl_build_eval(&cmds[i], &calls[i], false, numkeys + 12 * i);
+	if (!rl_conn_roundtrip(cmds, n, replies, deadline))
+		return false;
+
+	/* Scripts Redis no longer knows did not run: send those as EVAL. */
+	for (int i = 0; i < n; i++)
+	{
+		if (replies[i]->type == REDIS_REPLY_ERROR &&
+			strncmp(replies[i]->str, "NOSCRIPT", 8) == 0)
+		{
+			freeReplyObject(replies[i]);
+			replies[i] = NULL;
+			rl_build_eval(&cmds[missing], &calls[i], true, numkeys + 12 * i);
+			missing++;
+		}
+	}
+	if (missing > 0)
+	{
+		redisReply **again = palloc(sizeof(redisReply *) * missing);
+		int			j = 0;
+
+		rl_counters.script_loads += missing;
+		if (!rl_conn_roundtrip(cmds, missing, again, deadline))
+		{
+			rl_free_replies(replies, n);
+			return false;
+		}
+		for (int i = 0; i < n; i++)
+		{
+			if (replies[i] == NULL)
+				replies[i] = again[j++];
+		}
+	}
+
+	if (!rl_check_replies(replies, n))
+		return false;
+	rl_conn_succeeded();
+	return true;
+}
+
+/* Runs one plain command (rl_reset's DEL) under the same rules. */
+bool
+rl_run_command(RlCommand *cmd, redisReply **reply)
+{
+	TimestampTz deadline;
+
+	if (!rl_conn_ready())
+		return false;
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   rl_command_timeout);
+	if (!rl_conn_roundtrip(cmd, 1, reply, deadline))
+		return false;
+	if (!rl_check_replies(reply, 1))
+		return false;
+	rl_conn_succeeded();
+	return true;
+}
+
+/* A script's reply {allowed, remaining, retry_after_ms, reset_after_ms}. */
+static bool
+rl_reply_answer(redisReply *reply, RlAnswer *answer)
+{
+	if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 4)
+		return false;
+	for (int i = 0; i < 4; i++)
+	{
+		if (reply->element[i]->type != REDIS_REPLY_INTEGER)
+			return false;
+	}
+	answer->known = true;
+	answer->allowed = reply->element[0]->integer != 0;
+	answer->remaining = reply->element[1]->integer;
+	answer->retry_after_ms = reply->element[2]->integer;
+	answer->reset_after_ms = reply->element[3]->integer;
+	return true;
+}
+
+/*
+ * Turns n script replies into answers and frees them; a reply of the
+ * wrong shape (a foreign script under our SHA, say) is an ERROR.
+ */
+void
+rl_take_answers(redisReply **replies, int n, RlAnswer *answers)
+{
+	bool		ok = true;
+
+	for (int i = 0; i < n && ok; i++)
+		ok = rl_reply_answer(replies[i], &answers[i]);
+	rl_free_replies(replies, n);
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+				 errmsg("unexpected reply from a rate limiter script")));
+}
