@@ -1,0 +1,150 @@
+#!/bin/bash
+#
+# test/lib/servers.sh
+#
+# Throwaway servers for the demo, the tests and the benchmark: installs
+# what a fresh Debian 12 machine lacks, builds and installs the extension,
+# and starts a Redis and a PostgreSQL on loopback in a temporary directory.
+# PostgreSQL refuses to run as root, so when we are root the servers and
+# the clients that need a cluster run as the postgres user.
+#
+# Source it, then:
+#   rl_setup                         install packages, build, install
+#   rl_start_redis NAME PORT [ARGS]  redis-server on 127.0.0.1:PORT
+#   rl_start_pg NAME PORT REDISPORT  initdb + pg_ctl start, extension created
+#   rl_psql NAME [psql args]         psql to that cluster, as its owner
+#   rl_stop_all                      stop everything started (also on exit)
+#
+# Everything lives under $RL_TMP (made on first use, removed at exit unless
+# RL_KEEP=1).
+
+RL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+RL_PGBIN=/usr/lib/postgresql/15/bin
+RL_PACKAGES="postgresql-15 postgresql-server-dev-15 libhiredis-dev redis-server
+	libipc-run-perl make gcc"
+RL_PIDS_REDIS=()
+RL_PGDATAS=()
+
+# Run a command as the cluster owner (postgres when we are root).
+rl_as_owner() {
+	if [ "$(id -u)" = 0 ]; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+# Make $RL_TMP once, in the calling shell (never from a subshell).
+rl_tmp_init() {
+	if [ -z "${RL_TMP:-}" ]; then
+		RL_TMP=$(mktemp -d /tmp/ratelimit.XXXXXX)
+		chmod 755 "$RL_TMP"
+		[ "$(id -u)" = 0 ] && chown postgres: "$RL_TMP"
+		trap rl_stop_all EXIT
+	fi
+	return 0
+}
+
+# Install missing packages (as root), then build and install the extension.
+rl_setup() {
+	local missing=()
+	for p in $RL_PACKAGES; do
+		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		if [ "$(id -u)" != 0 ]; then
+			echo "missing packages: ${missing[*]}; run as root (or with sudo)" >&2
+			return 1
+		fi
+		echo "installing ${missing[*]}"
+		apt-get update -qq >/dev/null &&
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null ||
+			return 1
+	fi
+	# A redis-server or postgresql service the packages started is not ours.
+	make -C "$RL_ROOT" -s with_llvm=no >/dev/null &&
+		make -C "$RL_ROOT" -s with_llvm=no install >/dev/null
+}
+
+rl_start_redis() {
+	local name=$1 port=$2
+	shift 2
+	rl_tmp_init
+	local dir=$RL_TMP/redis-$name
+	mkdir -p "$dir"
+	[ "$(id -u)" = 0 ] && chown postgres: "$dir"
+	rl_as_owner redis-server --port "$port" --bind 127.0.0.1 --save '' \
+		--appendonly no --daemonize yes --dir "$dir" \
+		--pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
+		--enable-debug-command local "$@" || return 1
+	for _ in $(seq 50); do
+		redis-cli -p "$port" PING >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	RL_PIDS_REDIS+=("$dir/redis.pid")
+}
+
+rl_stop_redis() {
+	local name=$1 pid
+	local dir=$RL_TMP/redis-$name
+	[ -f "$dir/redis.pid" ] || return 0
+	pid=$(cat "$dir/redis.pid")
+	kill -CONT "$pid" 2>/dev/null
+	kill "$pid" 2>/dev/null
+	for _ in $(seq 50); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	rm -f "$dir/redis.pid"
+}
+
+# rl_start_pg NAME PORT REDISPORT [extra postgresql.conf lines...]
+rl_start_pg() {
+	local name=$1 port=$2 redisport=$3
+	shift 3
+	rl_tmp_init
+	local dir=$RL_TMP/pg-$name
+	rl_as_owner "$RL_PGBIN/initdb" -D "$dir" -A trust -U postgres >/dev/null || return 1
+	{
+		echo "port = $port"
+		echo "listen_addresses = ''"
+		echo "unix_socket_directories = '$RL_TMP'"
+		echo "fsync = off"
+		echo "max_connections = 120"
+		echo "ratelimit.redis_port = $redisport"
+		for line in "$@"; do echo "$line"; done
+	} | rl_as_owner tee -a "$dir/postgresql.conf" >/dev/null
+	rl_as_owner "$RL_PGBIN/pg_ctl" -D "$dir" -l "$dir/server.log" -w start >/dev/null || {
+		cat "$dir/server.log" >&2
+		return 1
+	}
+	RL_PGDATAS+=("$dir")
+	eval "RL_PGPORT_$name=$port"
+	rl_psql "$name" -q -c "CREATE EXTENSION ratelimit" || return 1
+}
+
+# rl_psql NAME [psql arguments]: psql into database postgres of cluster NAME.
+rl_psql() {
+	local name=$1
+	shift
+	local port
+	port=$(eval echo "\$RL_PGPORT_$name")
+	rl_as_owner "$RL_PGBIN/psql" -X -h "$RL_TMP" -p "$port" -U postgres \
+		-d postgres -v ON_ERROR_STOP=1 "$@"
+}
+
+rl_stop_all() {
+	for dir in "${RL_PGDATAS[@]}"; do
+		rl_as_owner "$RL_PGBIN/pg_ctl" -D "$dir" -m immediate stop >/dev/null 2>&1
+	done
+	RL_PGDATAS=()
+	for pidfile in "${RL_PIDS_REDIS[@]}"; do
+		[ -f "$pidfile" ] || continue
+		kill -CONT "$(cat "$pidfile")" 2>/dev/null
+		kill "$(cat "$pidfile")" 2>/dev/null
+	done
+	RL_PIDS_REDIS=()
+	if [ -n "${RL_TMP:-}" ] && [ "${RL_KEEP:-0}" != 1 ]; then
+		rm -rf "$RL_TMP"
+	fi
+}
