@@ -1,0 +1,261 @@
+# test/perl/RLRedis.pm
+#
+# Helpers for the TAP suites under test/t: a throwaway redis-server on a
+# free loopback port (16400-16499) that the suite can stall, kill and
+# restart, and a PostgreSQL cluster configured to use it.
+#
+# Every server started here is killed in an END block, also when the test
+# dies, so no Redis outlives its suite.
+
+package RLRedis;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use IO::Socket::INET;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Time::HiRes qw(time usleep);
+
+our @EXPORT_OK = qw(rl_node rl_session rl_run rl_wait_for);
+
+my @started;
+
+# Cluster->init runs pg_regress --config-auth; PGXS's prove_installcheck
+# names it in PG_REGRESS, a bare prove does not.
+if (!$ENV{PG_REGRESS})
+{
+	my $pgxs = `pg_config --pgxs`;
+	chomp $pgxs;
+	(my $dir = $pgxs) =~ s{/src/makefiles/pgxs\.mk$}{};
+	$ENV{PG_REGRESS} = "$dir/src/test/regress/pg_regress";
+}
+
+# RLRedis->new(name => 'main', args => [...]): starts a redis-server.
+sub new
+{
+	my ($class, %opt) = @_;
+	my $self = bless {
+		name => $opt{name} // 'redis',
+		args => $opt{args} // [],
+		dir => PostgreSQL::Test::Utils::tempdir,
+		auth => [],
+	}, $class;
+	push @started, $self;
+	my $first = 16400 + ($$ % 100);
+	for my $i (0 .. 99)
+	{
+		my $port = 16400 + (($first - 16400 + $i) % 100);
+		next unless port_free($port);
+		$self->{port} = $port;
+		return $self if $self->start;
+	}
+	die "no free port for redis-server in 16400-16499";
+}
+
+# True if nothing listens on 127.0.0.1:port.
+sub port_free
+{
+	my ($port) = @_;
+	my $s = IO::Socket::INET->new(
+		LocalAddr => '127.0.0.1',
+		LocalPort => $port,
+		Proto => 'tcp',
+		Listen => 1,
+		ReuseAddr => 1);
+	return 0 unless $s;
+	close $s;
+	return 1;
+}
+
+# Starts (or restarts) the server on its port; true once it is ours and
+# answers.
+sub start
+{
+	my ($self) = @_;
+	my $pidfile = "$self->{dir}/$self->{name}.pid";
+	unlink $pidfile;
+	IPC::Run::run [
+		'redis-server', '--port', $self->{port},
+		'--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+		'--daemonize', 'yes', '--dir', $self->{dir},
+		'--pidfile', $pidfile,
+		'--logfile', "$self->{dir}/$self->{name}.log",
+		'--enable-debug-command', 'local', @{ $self->{args} }
+	  ],
+	  '>', \my $out, '2>', \my $err;
+	for (1 .. 100)
+	{
+		if (-s $pidfile)
+		{
+			my $reply = $self->cli('CONFIG', 'GET', 'pidfile') // '';
+			if ($reply =~ /\Q$pidfile\E/)
+			{
+				open my $fh, '<', $pidfile or die;
+				chomp($self->{pid} = <$fh>);
+				close $fh;
+				return 1;
+			}
+		}
+		usleep(50_000);
+	}
+	# Someone took the port first, or the server died.
+	$self->kill9 if $self->{pid};
+	return 0;
+}
+
+sub port { $_[0]->{port} }
+sub pid { $_[0]->{pid} }
+sub logfile { "$_[0]->{dir}/$_[0]->{name}.log" }
+
+# Credentials redis-cli should use from now on, e.g. ('-a', 'pw').
+sub set_auth
+{
+	my ($self, @auth) = @_;
+	$self->{auth} = [@auth];
+}
+
+# Runs one command with redis-cli; its output without the last newline.
+sub cli
+{
+	my ($self, @args) = @_;
+	my ($out, $err) = ('', '');
+	eval {
+		IPC::Run::run [ 'redis-cli', '-p', $self->{port},
+			@{ $self->{auth} }, '--no-auth-warning', @args ],
+		  '<', \undef, '>', \$out, '2>', \$err,
+		  IPC::Run::timeout(15);
+	};
+	return undef if $@;
+	chomp $out;
+	return $out;
+}
+
+# Starts redis-cli in the background (e.g. a long script); returns the
+# IPC::Run harness.
+sub cli_bg
+{
+	my ($self, @args) = @_;
+	my ($out, $err) = ('', '');
+	return IPC::Run::start [ 'redis-cli', '-p', $self->{port},
+		@{ $self->{auth} }, '--no-auth-warning', @args ],
+	  '<', \undef, '>', \$out, '2>', \$err;
+}
+
+# Field of INFO <section>, e.g. info('clients', 'connected_clients').
+sub info
+{
+	my ($self, $section, $field) = @_;
+	my $info = $self->cli('INFO', $section) // '';
+	return $1 if $info =~ /^\Q$field\E:(.*?)\r?$/m;
+	return undef;
+}
+
+# {calls => n, failed_calls => n, ...} of INFO commandstats for cmd.
+sub cmdstat
+{
+	my ($self, $cmd) = @_;
+	my $info = $self->cli('INFO', 'commandstats') // '';
+	my %h = (calls => 0, failed_calls => 0, rejected_calls => 0);
+	if ($info =~ /^cmdstat_\Q$cmd\E:(.*?)\r?$/m)
+	{
+		%h = (%h, map { split /=/, $_, 2 } split /,/, $1);
+	}
+	return \%h;
+}
+
+# Names of the clients in CLIENT LIST.
+sub client_names
+{
+	my ($self) = @_;
+	my $list = $self->cli('CLIENT', 'LIST') // '';
+	return [ map { /\bname=(\S*)/ ? $1 : () } split /\n/, $list ];
+}
+
+# SIGSTOP: the kernel still accepts connections, replies never come.
+sub stall { kill 'STOP', $_[0]->{pid} }
+sub resume { kill 'CONT', $_[0]->{pid} }
+
+# Kills the server at once and waits for it to be gone.
+sub kill9
+{
+	my ($self) = @_;
+	my $pid = $self->{pid} or return;
+	kill 'KILL', $pid;
+	for (1 .. 200)
+	{
+		last unless kill 0, $pid;
+		# A daemonized child is not ours to reap; just wait.
+		usleep(20_000);
+	}
+	delete $self->{pid};
+}
+
+END
+{
+	my $rc = $?;
+	$_->kill9 for @started;
+	$? = $rc;
+}
+
+# rl_node(name, redis, extra conf): a started cluster with the extension,
+# pointed at the given Redis with short timeouts.
+sub rl_node
+{
+	my ($name, $redis, $extra) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	my $port = $redis->port;
+	$node->append_conf(
+		'postgresql.conf', qq{
+max_connections = 100
+ratelimit.redis_port = $port
+ratelimit.connect_timeout = 300
+ratelimit.command_timeout = 300
+ratelimit.retry_interval = 200
+} . ($extra // ''));
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
+	return $node;
+}
+
+# A background psql session that keeps going after errors and prints
+# SQLSTATEs.
+sub rl_session
+{
+	my ($node) = @_;
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	$s->query_safe('\set VERBOSITY verbose');
+	return $s;
+}
+
+# Runs SQL in a background session: (stdout, stderr, seconds taken).
+sub rl_run
+{
+	my ($s, $sql) = @_;
+	$s->{stderr} = '';
+	my $t0 = time;
+	my $out = $s->query($sql);
+	my $elapsed = time - $t0;
+	my $err = $s->{stderr};
+	$s->{stderr} = '';
+	return ($out, $err, $elapsed);
+}
+
+# Polls code until it returns true or timeout seconds pass; the seconds
+# it took, or undef on timeout.
+sub rl_wait_for
+{
+	my ($code, $timeout) = @_;
+	my $t0 = time;
+	while (time - $t0 < $timeout)
+	{
+		return time - $t0 if $code->();
+		usleep(10_000);
+	}
+	return undef;
+}
+
+1;
