@@ -19,7 +19,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT_OK = qw(rl_node rl_session rl_run rl_wait_for);
+our @EXPORT_OK =
+  qw(rl_node rl_session rl_run rl_start rl_finish rl_wait_for proc_alive);
 
 my @started;
 
@@ -242,6 +243,47 @@ sub rl_run
 	my $err = $s->{stderr};
 	$s->{stderr} = '';
 	return ($out, $err, $elapsed);
+}
+
+# Sends SQL in a background session without waiting for its end, so the
+# test can act on the backend meanwhile; rl_finish collects the result.
+sub rl_start
+{
+	my ($s, $sql) = @_;
+	my $n = $s->{query_cnt}++;
+	$s->{rl_banner} = "background_psql: QUERY_SEPARATOR $n:";
+	$s->{stdout} = '';
+	$s->{stderr} = '';
+	$s->{stdin} .= "$sql\n;\n\\echo '$s->{rl_banner}'\n\\warn '$s->{rl_banner}'\n";
+	$s->{run}->pump_nb;
+}
+
+# (stdout, stderr) of the query rl_start sent, once it has ended.
+sub rl_finish
+{
+	my ($s) = @_;
+	my $banner = qr/\r?\n?\Q$s->{rl_banner}\E\r?\n/;
+	$s->{run}->pump
+	  until ($s->{stdout} =~ $banner && $s->{stderr} =~ $banner)
+	  || $s->{timeout}->is_expired;
+	die "psql query timed out" if $s->{timeout}->is_expired;
+	my ($out, $err) = ($s->{stdout}, $s->{stderr});
+	$out =~ s/$banner//;
+	$err =~ s/$banner//;
+	$s->{stdout} = '';
+	$s->{stderr} = '';
+	return ($out, $err);
+}
+
+# True while a process runs; an exited one waiting to be reaped (state Z)
+# counts as gone, since who reaps an orphan, and when, is not ours.
+sub proc_alive
+{
+	my ($pid) = @_;
+	open my $fh, '<', "/proc/$pid/stat" or return 0;
+	my $stat = <$fh> // '';
+	close $fh;
+	return $stat =~ /^\d+ \(.*\) ([A-Za-z])/ && $1 ne 'Z' && $1 ne 'X';
 }
 
 # Polls code until it returns true or timeout seconds pass; the seconds
