@@ -13,7 +13,12 @@ OBJS = \
 	src/rl_guc.o \
 	src/rl_args.o \
 	src/rl_conn.o \
-	src/rl_scripts.o
+	src/rl_scripts.o \
+	src/rl_batch.o \
+	src/rl_layered.o \
+	src/rl_trigger.o \
+	src/rl_trigger_statement.o \
+	src/rl_postgrest.o
 
 DATA = sql/ratelimit--$(EXTVERSION).sql
 PGFILEDESC = "ratelimit - distributed rate limiting over Redis"
@@ -23,7 +28,7 @@ SHLIB_LINK += -lhiredis
 
 # pg_regress suites; each needs a Redis server reachable through the
 # settings in the server's configuration (test/check.sh provides both).
-REGRESS = basic algorithms errors settings
+REGRESS = basic algorithms errors settings batch layered
 REGRESS_OPTS = --load-extension=ratelimit
 
 LUA_SCRIPTS = $(wildcard lua/*.lua)

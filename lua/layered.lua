@@ -1,13 +1,21 @@
 -- layered.lua
 --
--- Main part of the layered script: several rules for one caller, checked
--- together and consumed only if every rule admits the call, so no rule's
--- counter is polluted by a call another rule refused.
---   KEYS[i]  rule i's state key (all under the caller's hash tag)
---   ARGV     pinned clock (us, 0 = Redis TIME), cost, then per rule:
---            algorithm, limit, window (us)
+-- Main part of the layered script: several rules checked together and
+-- consumed only if every rule admits its cost, so no rule's counter is
+-- polluted by a call another rule refused.  Two callers use it:
+--   rl_allow_layered   several rules (algorithm, limit, window) for one
+--                      key, all with the same cost, all keys under that
+--                      key's hash tag;
+--   rl_throttle_statement  one rule per key of a statement's rows, each
+--                      with its own cost (the rows for that key).
+--   KEYS[i]  rule i's state key
+--   ARGV     pinned clock (us, 0 = Redis TIME), then per rule:
+--            algorithm, limit, window (us), cost
 -- Reply: {allowed 0/1, remaining, retry_after_ms, reset_after_ms,
 --         index of the most restrictive rule (1-based)}.
+-- When refused, remaining and reset_after_ms describe the state as it is
+-- (nothing was consumed), and retry_after_ms is the largest wait among
+-- the refusing rules: after it every rule admits the call.
 
 local RL_ALGORITHMS = {
   fixed_window = fixed_window,
@@ -20,40 +28,60 @@ local RL_ALGORITHMS = {
 
 local function rl_layered()
   local now = rl_clock(ARGV[1])
-  local cost = tonumber(ARGV[2])
   local all_ok = true
-  local remaining, retry, reset, tightest = nil, 0, 0, 1
-  local applies = {}
+  local results = {}
 
   for i = 1, #KEYS do
-    local base = 3 * i
+    local base = 4 * i - 2
     local algorithm = RL_ALGORITHMS[ARGV[base]]
+    local limit = tonumber(ARGV[base + 1])
+    local window = tonumber(ARGV[base + 2])
+    local cost = tonumber(ARGV[base + 3])
     local ok, left, wait, fresh, apply =
-      algorithm(KEYS[i], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]),
-                cost, now)
-    left = math.max(0, left)
+      algorithm(KEYS[i], limit, window, cost, now)
     if not ok then
-      wait = math.max(1, rl_ms(wait))
-      if all_ok or wait > retry then
+      all_ok = false
+    end
+    results[i] = {ok, left, wait, fresh, apply, algorithm, limit, window}
+  end
+
+  local remaining, retry, reset, tightest = nil, 0, 0, 1
+  if all_ok then
+    for i, r in ipairs(results) do
+      local left = math.max(0, r[2])
+      if remaining == nil or left < remaining then
+        remaining = left
+        tightest = i
+      end
+      reset = math.max(reset, rl_ms(r[4]))
+    end
+    for _, r in ipairs(results) do
+      if r[5] then
+        r[5]()
+      end
+    end
+    return {1, remaining, 0, reset, tightest}
+  end
+
+  for i, r in ipairs(results) do
+    local left, fresh = r[2], r[4]
+    if r[1] then
+      -- This rule admitted the call, but nothing is consumed: report its
+      -- state as it stands, not as it would be after the call.
+      local _
+      _, left, _, fresh = r[6](KEYS[i], r[7], r[8], 0, now)
+    else
+      local wait = math.max(1, rl_ms(r[3]))
+      if wait > retry then
         retry = wait
         tightest = i
       end
-      all_ok = false
-    elseif all_ok and (remaining == nil or left < remaining) then
-      tightest = i
     end
+    left = math.max(0, left)
     if remaining == nil or left < remaining then
       remaining = left
     end
     reset = math.max(reset, rl_ms(fresh))
-    applies[#applies + 1] = apply
   end
-
-  if not all_ok then
-    return {0, remaining, retry, reset, tightest}
-  end
-  for _, apply in ipairs(applies) do
-    apply()
-  end
-  return {1, remaining, 0, reset, tightest}
+  return {0, remaining, retry, reset, tightest}
 end

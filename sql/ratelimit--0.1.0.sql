@@ -50,3 +50,64 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- Administrative functions: granted by the administrator, not to PUBLIC.
 REVOKE EXECUTE ON FUNCTION rl_reset(text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION rl_status() FROM PUBLIC;
+
+-- Batches: one row per key, in array order, all checks in one round trip.
+CREATE FUNCTION rl_allow_many(keys text[], algo text, "limit" bigint,
+							  "window" interval, cost bigint DEFAULT 1)
+RETURNS TABLE(key text, allowed boolean, remaining bigint,
+			  retry_after_ms bigint, reset_after_ms bigint)
+AS 'MODULE_PATHNAME', 'rl_allow_many'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+CREATE FUNCTION rl_allow_many(keys text[], algo text, "limit" bigint,
+							  "window" interval, costs bigint[])
+RETURNS TABLE(key text, allowed boolean, remaining bigint,
+			  retry_after_ms bigint, reset_after_ms bigint)
+AS 'MODULE_PATHNAME', 'rl_allow_many'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+-- Layered limits: every rule admits the call, or none is charged.
+CREATE TYPE rl_rule AS (
+	algo text,
+	"limit" bigint,
+	"window" interval
+);
+
+CREATE FUNCTION rl_allow_layered(key text, rules rl_rule[], cost bigint DEFAULT 1)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_allow_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_peek_layered(key text, rules rl_rule[])
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_peek_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_reset_layered(key text, rules rl_rule[])
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_reset_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE EXECUTE ON FUNCTION rl_reset_layered(text, rl_rule[]) FROM PUBLIC;
+
+-- Triggers: rl_throttle per row (BEFORE INSERT OR UPDATE ... FOR EACH ROW),
+-- rl_throttle_statement per statement (AFTER INSERT OR UPDATE ...
+-- REFERENCING NEW TABLE AS rl_new FOR EACH STATEMENT).  Arguments: key
+-- columns, algo, limit, window[, on_deny 'raise' | 'skip'[, cost column]].
+CREATE FUNCTION rl_throttle()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'rl_throttle'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_throttle_statement()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'rl_throttle_statement'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- PostgREST: call from the db-pre-request function.  Denied requests get
+-- HTTP 429 with Retry-After and RateLimit headers.
+CREATE FUNCTION rl_postgrest_guard(algo text, "limit" bigint, "window" interval,
+								   key text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rl_postgrest_guard'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;

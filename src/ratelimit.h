@@ -115,4 +115,20 @@ extern void rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
 						  const int64 *costs, int n, RlAnswer *answers);
 extern HeapTuple rl_answer_tuple(TupleDesc desc, const RlAnswer *answer);
 
+/* rl_layered.c: several limiters checked and consumed all or nothing */
+extern int	rl_check_rules(char **redis_keys, const RlLimiter *limiters,
+						   const int64 *costs, int n, RlAnswer *answer);
+
+/* rl_postgrest.c: answers in the form PostgREST turns into HTTP */
+extern bool rl_in_postgrest_request(void);
+extern char *rl_window_text(int64 window_us);
+extern void rl_raise_postgrest(const char *message, const char *details,
+							   const char *hint, const RlAnswer *answer,
+							   const RlLimiter *limiter) pg_attribute_noreturn();
+
+/* SQLSTATE of a denial raised by the triggers; PostgREST answers 429. */
+#define RL_ERRCODE_RATE_LIMITED	MAKE_SQLSTATE('P','T','4','2','9')
+/* SQLSTATE through which PostgREST takes status and headers from an error. */
+#define RL_ERRCODE_POSTGREST	MAKE_SQLSTATE('P','G','R','S','T')
+
 #endif							/* RATELIMIT_H */

@@ -1,0 +1,170 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_batch.c
+ *	  rl_allow_many: many keys against one limiter in one round trip.
+ *
+ * A caller with a set of keys (the recipients of a message, the rows of
+ * an import) would pay one network round trip per rl_allow call.  Here
+ * every check is queued on the connection, written at once, and the
+ * replies read back in order: N keys cost one round trip.  Each key is
+ * still its own atomic script run, so the answers are exactly those of N
+ * rl_allow calls made one after another, in array order.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_batch.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+#include "ratelimit.h"
+
+/*
+ * Keys per call.  All replies must arrive within one command_timeout, and
+ * Redis runs the scripts back to back; a bound keeps one call from
+ * holding Redis, or the backend's memory, for long.
+ */
+#define RL_MAX_BATCH	100000
+
+PG_FUNCTION_INFO_V1(rl_allow_many);
+
+/*
+ * Unpacks a one-dimensional array argument, rejecting NULL elements:
+ * a NULL key or cost has no answer, and skipping it would shift every
+ * later row against its key.
+ */
+static Datum *
+rl_array_elements(FunctionCallInfo fcinfo, int argno, const char *what,
+				  int *n)
+{
+	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(argno);
+	Oid			elemtype = ARR_ELEMTYPE(arr);
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	Datum	   *elems;
+	bool	   *nulls;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s must be a one-dimensional array", what)));
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	deconstruct_array(arr, elemtype, typlen, typbyval, typalign,
+					  &elems, &nulls, n);
+	for (int i = 0; i < *n; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("element %d of %s must not be null", i + 1, what)));
+	}
+	if (*n > RL_MAX_BATCH)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many keys in one rl_allow_many call: %d", *n),
+				 errdetail("At most %d keys are checked in one call.", RL_MAX_BATCH),
+				 errhint("Split the keys into several calls.")));
+	return elems;
+}
+
+/* True when this call is the overload with one cost per key. */
+static bool
+rl_has_cost_array(FunctionCallInfo fcinfo)
+{
+	Oid		   *argtypes;
+	int			nargs;
+
+	get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
+	return nargs == 5 && argtypes[4] == INT8ARRAYOID;
+}
+
+/*
+ * rl_allow_many(keys text[], algo, limit, window, cost bigint DEFAULT 1)
+ * rl_allow_many(keys text[], algo, limit, window, costs bigint[])
+ *	 RETURNS TABLE(key, allowed, remaining, retry_after_ms, reset_after_ms)
+ *
+ * One row per key, in array order.  A key listed twice is checked twice,
+ * the second check seeing the first one's consumption.  Every key and
+ * cost is checked before anything is sent, so bad input costs nothing.
+ * While Redis is unavailable every row is the failure policy's answer.
+ */
+Datum
+rl_allow_many(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RlLimiter	limiter;
+	Datum	   *keys;
+	int			n;
+	char	  **keyptrs;
+	int		   *keylens;
+	int64	   *costs;
+	RlAnswer   *answers;
+
+	rl_require_args(fcinfo, 5);
+	keys = rl_array_elements(fcinfo, 0, "keys", &n);
+	limiter.algorithm = rl_parse_algorithm(PG_GETARG_TEXT_PP(1));
+	limiter.limit = PG_GETARG_INT64(2);
+	limiter.window_us = rl_window_us(PG_GETARG_INTERVAL_P(3));
+	rl_check_limiter(&limiter);
+
+	costs = palloc(sizeof(int64) * Max(n, 1));
+	if (rl_has_cost_array(fcinfo))
+	{
+		int			ncosts;
+		Datum	   *c = rl_array_elements(fcinfo, 4, "costs", &ncosts);
+
+		if (ncosts != n)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("keys and costs must have the same length"),
+					 errdetail("There are %d keys and %d costs.", n, ncosts)));
+		for (int i = 0; i < n; i++)
+			costs[i] = DatumGetInt64(c[i]);
+	}
+	else
+	{
+		for (int i = 0; i < n; i++)
+			costs[i] = PG_GETARG_INT64(4);
+	}
+
+	keyptrs = palloc(sizeof(char *) * Max(n, 1));
+	keylens = palloc(sizeof(int) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		keyptrs[i] = rl_check_key(DatumGetTextPP(keys[i]), &keylens[i]);
+		rl_check_cost(costs[i], &limiter);
+	}
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (n == 0)
+		return (Datum) 0;
+
+	answers = palloc(sizeof(RlAnswer) * n);
+	rl_check_many(&limiter, keyptrs, keylens, costs, n, answers);
+
+	for (int i = 0; i < n; i++)
+	{
+		Datum		values[5];
+		bool		nulls[5] = {false, false, !answers[i].known, false,
+		!answers[i].known};
+
+		values[0] = keys[i];
+		values[1] = BoolGetDatum(answers[i].allowed);
+		values[2] = Int64GetDatum(answers[i].remaining);
+		values[3] = Int64GetDatum(answers[i].retry_after_ms);
+		values[4] = Int64GetDatum(answers[i].reset_after_ms);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

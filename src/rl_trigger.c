@@ -1,0 +1,411 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_trigger.c
+ *	  rl_throttle: a row trigger that rate-limits writes per key.
+ *
+ *		CREATE TRIGGER comments_throttle BEFORE INSERT ON comments
+ *			FOR EACH ROW EXECUTE FUNCTION
+ *			rl_throttle('author_id', 'sliding_log', '10', '1 minute');
+ *
+ * Trigger arguments: key columns (a comma-separated list), algorithm,
+ * limit, window, then optionally what to do on denial ('raise', the
+ * default, or 'skip') and the name of a column holding each row's cost.
+ * The statement trigger (rl_trigger_statement.c) takes the same ones.
+ *
+ * The limiter's key is the table and the key columns' names and values,
+ *
+ *		public.comments:author_id='42'
+ *		public.comments:tenant_id='7',author_id=NULL
+ *
+ * identifiers quoted as identifiers and values as literals, so distinct
+ * rows map to distinct keys and two tables, or two triggers on other
+ * columns, never share a limiter by accident.  Its Redis key includes
+ * the window, as a layered rule's does, so rl_peek_layered with the same
+ * key and rule shows the trigger's state.
+ *
+ * A denial raises SQLSTATE PT429, which PostgREST also answers with HTTP
+ * 429; inside a PostgREST request it raises PostgREST's full form
+ * instead, which carries the Retry-After header (rl_postgrest.c).
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_trigger.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/tuptable.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+#include "utils/varlena.h"
+
+#include "rl_trigger.h"
+
+PG_FUNCTION_INFO_V1(rl_throttle);
+
+/* The usage line every argument error ends with. */
+#define RL_TRIGGER_USAGE \
+	"The arguments are: key columns, algorithm, limit, window[, on_deny (raise or skip)[, cost column]]."
+
+/* An argument error, naming the trigger and the argument. */
+static void
+rl_bad_argument(TriggerData *trigdata, int argno, const char *problem)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid argument %d of trigger \"%s\" on table \"%s\": %s",
+					argno, trigdata->tg_trigger->tgname,
+					RelationGetRelationName(trigdata->tg_relation), problem),
+			 errhint(RL_TRIGGER_USAGE)));
+}
+
+/* The column's number, or an error; dropped and system columns are not columns here. */
+static AttrNumber
+rl_find_column(TriggerData *trigdata, int argno, const char *name)
+{
+	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
+
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0)
+			return att->attnum;
+	}
+	rl_bad_argument(trigdata, argno,
+					psprintf("column \"%s\" does not exist", name));
+	pg_unreachable();
+}
+
+/* A window argument, with interval's own syntax error as the detail. */
+static int64
+rl_parse_window(TriggerData *trigdata, const char *arg)
+{
+	MemoryContext mcxt = CurrentMemoryContext;
+	Interval   *window = NULL;
+
+	PG_TRY();
+	{
+		window = DatumGetIntervalP(DirectFunctionCall3(interval_in,
+													   CStringGetDatum(arg),
+													   ObjectIdGetDatum(InvalidOid),
+													   Int32GetDatum(-1)));
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		/* Rethrown at once as our own error; nothing else runs. */
+		MemoryContextSwitchTo(mcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid argument 4 of trigger \"%s\" on table \"%s\": \"%s\" is not an interval",
+						trigdata->tg_trigger->tgname,
+						RelationGetRelationName(trigdata->tg_relation), arg),
+				 errdetail_internal("%s", edata->message),
+				 errhint(RL_TRIGGER_USAGE)));
+	}
+	PG_END_TRY();
+	return rl_window_us(window);
+}
+
+/*
+ * The trigger's arguments, checked and cached for the statement: the
+ * cache lives in the FmgrInfo, which belongs to this trigger for the
+ * duration of one query.
+ */
+RlTriggerConf *
+rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
+{
+	Trigger    *trigger = trigdata->tg_trigger;
+	Relation	rel = trigdata->tg_relation;
+	RlTriggerConf *conf = (RlTriggerConf *) fcinfo->flinfo->fn_extra;
+	MemoryContext old;
+	char	  **args = trigger->tgargs;
+	char	   *names;
+	List	   *cols;
+	ListCell   *lc;
+	char	   *end;
+	int			i;
+
+	if (conf != NULL && conf->tgoid == trigger->tgoid)
+		return conf;
+
+	old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+	conf = palloc0(sizeof(RlTriggerConf));
+	conf->tgoid = trigger->tgoid;
+	conf->trigger = pstrdup(trigger->tgname);
+	conf->table = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+											 RelationGetRelationName(rel));
+
+	if (trigger->tgnargs < 4 || trigger->tgnargs > 6)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("trigger \"%s\" on table \"%s\" has %d arguments, not 4 to 6",
+						trigger->tgname, RelationGetRelationName(rel),
+						trigger->tgnargs),
+				 errhint(RL_TRIGGER_USAGE)));
+
+	/* 1: key columns, as identifiers: unquoted names fold to lower case. */
+	names = pstrdup(args[0]);
+	if (!SplitIdentifierString(names, ',', &cols) || cols == NIL)
+		rl_bad_argument(trigdata, 1, "expected a comma-separated list of column names");
+	conf->ncols = list_length(cols);
+	conf->cols = palloc(sizeof(AttrNumber) * conf->ncols);
+	conf->colnames = palloc(sizeof(char *) * conf->ncols);
+	conf->outfuncs = palloc(sizeof(FmgrInfo) * conf->ncols);
+	i = 0;
+	foreach(lc, cols)
+	{
+		char	   *name = (char *) lfirst(lc);
+		Oid			typoutput;
+		bool		varlena;
+
+		conf->cols[i] = rl_find_column(trigdata, 1, name);
+		for (int j = 0; j < i; j++)
+		{
+			if (conf->cols[j] == conf->cols[i])
+				rl_bad_argument(trigdata, 1,
+								psprintf("column \"%s\" is listed twice", name));
+		}
+		conf->colnames[i] = pstrdup(quote_identifier(name));
+		getTypeOutputInfo(TupleDescAttr(RelationGetDescr(rel), conf->cols[i] - 1)->atttypid,
+						  &typoutput, &varlena);
+		fmgr_info_cxt(typoutput, &conf->outfuncs[i], fcinfo->flinfo->fn_mcxt);
+		i++;
+	}
+
+	/* 2 to 4: the limiter, checked as rl_allow checks its arguments. */
+	conf->limiter.algorithm = rl_parse_algorithm(cstring_to_text(args[1]));
+	errno = 0;
+	conf->limiter.limit = strtoi64(args[2], &end, 10);
+	if (errno != 0 || end == args[2] || *end != '\0')
+		rl_bad_argument(trigdata, 3,
+						psprintf("limit \"%s\" is not a whole number", args[2]));
+	conf->limiter.window_us = rl_parse_window(trigdata, args[3]);
+	rl_check_limiter(&conf->limiter);
+
+	/* 5: on_deny */
+	if (trigger->tgnargs >= 5)
+	{
+		if (strcmp(args[4], "skip") == 0)
+			conf->skip = true;
+		else if (strcmp(args[4], "raise") != 0)
+			rl_bad_argument(trigdata, 5,
+							psprintf("on_deny must be \"raise\" or \"skip\", not \"%s\"",
+									 args[4]));
+	}
+
+	/* 6: cost column, of an integer type */
+	if (trigger->tgnargs >= 6)
+	{
+		conf->costname = pstrdup(args[5]);
+		conf->costcol = rl_find_column(trigdata, 6, args[5]);
+		conf->costtype = TupleDescAttr(RelationGetDescr(rel), conf->costcol - 1)->atttypid;
+		if (conf->costtype != INT2OID && conf->costtype != INT4OID &&
+			conf->costtype != INT8OID)
+			rl_bad_argument(trigdata, 6,
+							psprintf("cost column \"%s\" must be of type smallint, integer or bigint",
+									 args[5]));
+	}
+
+	MemoryContextSwitchTo(old);
+	fcinfo->flinfo->fn_extra = conf;
+	return conf;
+}
+
+/*
+ * Builds a row's limiter key (table:col='value',...) and the description
+ * errors show ((col, ...)=(value, ...), as unique violations do).
+ */
+void
+rl_trigger_key(RlTriggerConf *conf, TupleTableSlot *slot, StringInfo key,
+			   StringInfo desc)
+{
+	resetStringInfo(key);
+	resetStringInfo(desc);
+	appendStringInfo(key, "%s:", conf->table);
+	appendStringInfoChar(desc, '(');
+	for (int i = 0; i < conf->ncols; i++)
+	{
+		if (i > 0)
+		{
+			appendStringInfoChar(key, ',');
+			appendStringInfoString(desc, ", ");
+		}
+		appendStringInfo(desc, "%s", conf->colnames[i]);
+	}
+	appendStringInfoString(desc, ")=(");
+	for (int i = 0; i < conf->ncols; i++)
+	{
+		bool		isnull;
+		Datum		value = slot_getattr(slot, conf->cols[i], &isnull);
+
+		if (i > 0)
+		{
+			appendStringInfoChar(key, ',');
+			appendStringInfoString(desc, ", ");
+		}
+		appendStringInfo(key, "%s=", conf->colnames[i]);
+		if (isnull)
+		{
+			appendStringInfoString(key, "NULL");
+			appendStringInfoString(desc, "null");
+		}
+		else
+		{
+			char	   *text = OutputFunctionCall(&conf->outfuncs[i], value);
+
+			appendStringInfoString(key, quote_literal_cstr(text));
+			appendStringInfoString(desc, text);
+		}
+	}
+	appendStringInfoChar(desc, ')');
+}
+
+/* A row's cost: 1, or its cost column's value, which must not be NULL. */
+int64
+rl_trigger_cost(RlTriggerConf *conf, TupleTableSlot *slot)
+{
+	bool		isnull;
+	Datum		value;
+	int64		cost;
+
+	if (conf->costcol == 0)
+		return 1;
+	value = slot_getattr(slot, conf->costcol, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("cost column \"%s\" of table \"%s\" must not be null",
+						conf->costname, conf->table),
+				 errdetail("Trigger \"%s\" takes each row's cost from it.",
+						   conf->trigger)));
+	if (conf->costtype == INT2OID)
+		cost = DatumGetInt16(value);
+	else if (conf->costtype == INT4OID)
+		cost = DatumGetInt32(value);
+	else
+		cost = DatumGetInt64(value);
+	rl_check_cost(cost, &conf->limiter);
+	return cost;
+}
+
+/* The Redis key of a limiter key; too long a key is an error. */
+char *
+rl_trigger_redis_key(RlTriggerConf *conf, const char *key)
+{
+	int			len = strlen(key);
+
+	if (len > RL_MAX_KEY_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rate limit key of trigger \"%s\" on table \"%s\" is longer than %d bytes",
+						conf->trigger, conf->table, RL_MAX_KEY_BYTES),
+				 errdetail("The key is the table name with the key columns' names and values."),
+				 errhint("Key the trigger on shorter columns.")));
+	return rl_redis_key(key, len, &conf->limiter, true);
+}
+
+/*
+ * Raises the denial.  Inside a PostgREST request the error takes the
+ * form that makes PostgREST answer 429 with a Retry-After header.
+ */
+void
+rl_trigger_denied(RlTriggerConf *conf, const char *desc, const RlAnswer *answer)
+{
+	char	   *message;
+	char	   *detail;
+	char	   *hint;
+
+	message = psprintf("rate limit of " INT64_FORMAT " per %s exceeded on table \"%s\"",
+					   conf->limiter.limit,
+					   rl_window_text(conf->limiter.window_us), conf->table);
+	if (!answer->known)
+		detail = psprintf("Redis is unavailable and ratelimit.failure_mode is \"closed\". Retry after " INT64_FORMAT " ms.",
+						  answer->retry_after_ms);
+	else
+		detail = psprintf("Key %s is over the limit. Retry after " INT64_FORMAT " ms.",
+						  desc, answer->retry_after_ms);
+	hint = psprintf("Trigger \"%s\" limits the rows written per key; try again after the wait.",
+					conf->trigger);
+
+	if (rl_in_postgrest_request())
+		rl_raise_postgrest(message, detail, hint, answer, &conf->limiter);
+	ereport(ERROR,
+			(errcode(RL_ERRCODE_RATE_LIMITED),
+			 errmsg_internal("%s", message),
+			 errdetail_internal("%s", detail),
+			 errhint("%s", hint)));
+	pg_unreachable();
+}
+
+/*
+ * rl_throttle(): BEFORE INSERT OR UPDATE ... FOR EACH ROW
+ *
+ * One check per row, of the row's key with the row's cost.  Denied:
+ * 'raise' fails the statement (the checks of earlier rows stay spent, as
+ * every Redis limit does, even if the transaction rolls back); 'skip'
+ * drops this row and lets the statement go on.
+ */
+Datum
+rl_throttle(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	RlTriggerConf *conf;
+	TupleTableSlot *slot;
+	HeapTuple	row;
+	StringInfoData key;
+	StringInfoData desc;
+	char	   *redis_key;
+	int64		cost;
+	RlAnswer	answer;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("rl_throttle: not called by the trigger manager")));
+	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		!(TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) ||
+		  TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event)))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("rl_throttle must be fired BEFORE INSERT or UPDATE FOR EACH ROW"),
+				 errhint("For statement-level throttling use rl_throttle_statement in an AFTER ... FOR EACH STATEMENT trigger.")));
+
+	conf = rl_trigger_conf(fcinfo, trigdata);
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+	{
+		slot = trigdata->tg_newslot;
+		row = trigdata->tg_newtuple;
+	}
+	else
+	{
+		slot = trigdata->tg_trigslot;
+		row = trigdata->tg_trigtuple;
+	}
+
+	initStringInfo(&key);
+	initStringInfo(&desc);
+	rl_trigger_key(conf, slot, &key, &desc);
+	cost = rl_trigger_cost(conf, slot);
+	if (cost == 0)
+		return PointerGetDatum(row);	/* consumes nothing, cannot be denied */
+	redis_key = rl_trigger_redis_key(conf, key.data);
+
+	rl_check_rules(&redis_key, &conf->limiter, &cost, 1, &answer);
+
+	if (answer.allowed)
+		return PointerGetDatum(row);
+	if (conf->skip)
+		return PointerGetDatum(NULL);
+	rl_trigger_denied(conf, desc.data, &answer);
+}
