@@ -204,6 +204,36 @@ rl_flush(TimestampTz deadline)
 	}
 }
 
+/* The text of the first error reply among replies[0..n), or NULL. */
+static const char *
+rl_first_error(redisReply **replies, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		if (replies[i] != NULL && replies[i]->type == REDIS_REPLY_ERROR)
+			return replies[i]->str;
+	}
+	return NULL;
+}
+
+/*
+ * Records a broken link.  A server that refuses a client (max clients,
+ * for one) replies with an error and closes at once, so the rest of a
+ * pipelined batch fails with a reset: the error it did send says far
+ * more than the reset does.
+ */
+static void
+rl_link_broken(redisReply **replies, int got, const char *what)
+{
+	const char *said = rl_first_error(replies, got);
+
+	if (said != NULL)
+		rl_conn_failure(false, "Redis closed the connection after replying: %s",
+						said);
+	else
+		rl_conn_failure(false, "%s: %s", what, rl_ctx->errstr);
+}
+
 /* Reads n replies, in order. */
 static bool
 rl_read(redisReply **replies, int n, TimestampTz deadline)
@@ -216,8 +246,7 @@ rl_read(redisReply **replies, int n, TimestampTz deadline)
 		{
 			if (redisGetReplyFromReader(rl_ctx, &reply) == REDIS_ERR)
 			{
-				rl_conn_failure(false, "could not parse Redis reply: %s",
-								rl_ctx->errstr);
+				rl_link_broken(replies, i, "could not parse Redis reply");
 				return false;
 			}
 			if (reply != NULL)
@@ -229,8 +258,7 @@ rl_read(redisReply **replies, int n, TimestampTz deadline)
 			}
 			if (redisBufferRead(rl_ctx) == REDIS_ERR)
 			{
-				rl_conn_failure(false, "could not receive from Redis: %s",
-								rl_ctx->errstr);
+				rl_link_broken(replies, i, "could not receive from Redis");
 				return false;
 			}
 		}
@@ -348,6 +376,7 @@ rl_connect(char *signature)
 	RlCommand	cmds[4];
 	redisReply *replies[4];
 	int			n = 0;
+	int			optional;
 	bool		connected;
 	int			err = 0;
 	socklen_t	errlen = sizeof(err);
@@ -441,6 +470,7 @@ rl_connect(char *signature)
 		n++;
 	}
 	snprintf(name, sizeof(name), "pg:%u:%d", MyDatabaseId, MyProcPid);
+	optional = n;
 	argv[n][0] = "CLIENT";
 	argv[n][1] = "SETNAME";
 	argv[n][2] = name;
@@ -462,6 +492,14 @@ rl_connect(char *signature)
 		return false;
 	for (int i = 0; i < n; i++)
 	{
+		/*
+		 * CLIENT SETNAME and INFO only label the connection: an ACL user
+		 * with just the commands the scripts need may run neither, and
+		 * the limiter works without them.
+		 */
+		if (i >= optional && replies[i]->type == REDIS_REPLY_ERROR &&
+			strncmp(replies[i]->str, "NOPERM", 6) == 0)
+			continue;
 		if (replies[i]->type == REDIS_REPLY_ERROR)
 		{
 			/* AUTH, max clients, LOADING ...: the server refused us. */
