@@ -1,0 +1,316 @@
+# test/t/004_redis_errors.pl
+#
+# Error replies from a reachable Redis.  "Unavailable" states (BUSY, OOM,
+# max clients, NOAUTH/WRONGPASS, READONLY) get the failure policy and a
+# WARNING, and the limiter recovers once they pass; misuse (WRONGTYPE,
+# NOPERM) is an ERROR 38000, never a fail-open.  Passwords never reach a
+# message, rl_status() or the server log.  A least-privilege ACL user
+# works, and a promoted replica takes over when the endpoint is switched
+# with ALTER SYSTEM + pg_reload_conf().
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+use RLRedis qw(rl_node rl_session rl_run rl_wait_for);
+
+my $redis = RLRedis->new(name => 'r004');
+my $node = rl_node('c004', $redis);
+my $dboid = $node->safe_psql('postgres',
+	'SELECT oid FROM pg_database WHERE datname = current_database()');
+
+sub fmt { sprintf('%.0f ms', $_[0] * 1000) }
+
+sub call_sql
+{
+	my ($key, $algo) = @_;
+	$algo //= 'fixed_window';
+	return "SELECT allowed, remaining, retry_after_ms FROM "
+	  . "rl_allow('$key', '$algo', 10, '1 hour')";
+}
+
+sub status
+{
+	my ($s) = @_;
+	my ($out) = rl_run($s,
+		"SELECT coalesce(last_error, ''), fail_open, failures, connects, "
+		  . "script_loads FROM rl_status()");
+	my %st;
+	@st{qw(last_error fail_open failures connects script_loads)} =
+	  split /\|/, $out, -1;
+	return \%st;
+}
+
+my $s = rl_session($node);
+my ($spid) = rl_run($s, 'SELECT pg_backend_pid()');
+is((rl_run($s, call_sql('warm')))[0], 't|9|0', 'warm-up call answered');
+
+# 1. WRONGTYPE: a foreign value under our exact key is an ERROR; the link
+# stays usable for other keys.
+{
+	$redis->cli('LPUSH', "rl:{$dboid:wt}:fixed_window", 'foreign');
+	my $before = status($s);
+	my ($out, $err) = rl_run($s, call_sql('wt'));
+	like($err, qr/ERROR:  38000: Redis rejected a rate limiter command/,
+		'WRONGTYPE: ERROR 38000');
+	like($err, qr/DETAIL:  WRONGTYPE/, 'WRONGTYPE: Redis text in DETAIL');
+	is($out, '', 'WRONGTYPE: no fail-open row');
+	is((rl_run($s, call_sql('wt_other')))[0], 't|9|0',
+		'WRONGTYPE: another key works afterwards');
+	my $st = status($s);
+	is($st->{connects}, $before->{connects}, 'WRONGTYPE: same connection kept');
+	is($st->{fail_open}, $before->{fail_open}, 'WRONGTYPE: no policy answer');
+}
+
+# 2. BUSY: a foreign endless script; policy answer at once, then recovery
+# after SCRIPT KILL on the same connection.
+{
+	$redis->cli('CONFIG', 'SET', 'busy-reply-threshold', 100);
+	my $busy = $redis->cli_bg('EVAL', 'while true do end', 0);
+	ok(defined rl_wait_for(sub { ($redis->cli('PING') // '') =~ /BUSY/ }, 5),
+		'BUSY: Redis is running a foreign endless script');
+	my $before = status($s);
+	my ($out, $err, $t) = rl_run($s, call_sql('busy'));
+	note 'call while BUSY: ' . fmt($t);
+	is($out, 't||0', 'BUSY: fail-open answer');
+	ok($t < 0.25, 'BUSY: answered without waiting for a timeout (' . fmt($t) . ')');
+	like($err, qr/WARNING:  08006: Redis server \S+ is unavailable/, 'BUSY: WARNING');
+	like(status($s)->{last_error}, qr/^BUSY/, 'BUSY: last_error says BUSY');
+	$redis->cli('SCRIPT', 'KILL');
+	$busy->finish;
+	ok(defined rl_wait_for(sub { ($redis->cli('PING') // '') eq 'PONG' }, 5),
+		'BUSY: SCRIPT KILL ended it');
+	usleep(250_000);
+	is((rl_run($s, call_sql('busy')))[0], 't|9|0', 'BUSY: recovered');
+	is(status($s)->{connects}, $before->{connects},
+		'BUSY: the in-sync connection was kept');
+	$redis->cli('CONFIG', 'SET', 'busy-reply-threshold', 5000);
+}
+
+# 3. OOM under noeviction: policy answer and WARNING; recovery after
+# FLUSHALL and maxmemory 0.
+{
+	$redis->cli('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+	$redis->cli('DEBUG', 'POPULATE', 100000, 'junk', 64);
+	$redis->cli('CONFIG', 'SET', 'maxmemory', '2mb');
+	my ($out, $err, $t) = rl_run($s, call_sql('oom'));
+	is($out, 't||0', 'OOM: fail-open answer');
+	like($err, qr/WARNING:  08006: Redis server \S+ is unavailable/, 'OOM: WARNING');
+	like($err, qr/DETAIL:  OOM command not allowed/, 'OOM: Redis text in DETAIL');
+	$redis->cli('FLUSHALL');
+	$redis->cli('CONFIG', 'SET', 'maxmemory', 0);
+	usleep(250_000);
+	is((rl_run($s, call_sql('oom')))[0], 't|9|0', 'OOM: recovered');
+}
+
+# 4. maxclients reached: a new backend's connection is refused with a
+# clear message, and it does not retry within retry_interval.
+{
+	my $clients = $redis->info('clients', 'connected_clients') - 1;
+	$redis->cli('CONFIG', 'SET', 'maxclients', $clients + 1);
+	my $b = rl_session($node);
+	is((rl_run($b, call_sql('mc')))[0], 't|9|0', 'maxclients: the last free slot works');
+	my $c = rl_session($node);
+	my ($out, $err, $t) = rl_run($c, call_sql('mc'));
+	note 'call refused by maxclients: ' . fmt($t);
+	is($out, 't||0', 'maxclients: fail-open answer');
+	my $st = status($c);
+	like($st->{last_error}, qr/max number of clients reached/,
+		"maxclients: clear last_error ($st->{last_error})");
+	rl_run($c, call_sql('mc')) for 1 .. 20;
+	is(status($c)->{failures}, 1, 'maxclients: no reconnect storm');
+	$b->quit;
+	$c->quit;
+	ok(defined rl_wait_for(
+			sub { defined $redis->cli('CONFIG', 'SET', 'maxclients', 10000) &&
+				  $redis->cli('CONFIG', 'GET', 'maxclients') =~ /10000/ }, 5),
+		'maxclients restored');
+}
+
+# 5. requirepass: a wrong password (WRONGPASS) and none (NOAUTH) get the
+# policy answer; neither secret shows anywhere; the right one, set with
+# ALTER SYSTEM, works.
+my $secret = 'Redis-Secret-42x';
+my $wrong = 'Wrong-Secret-17q';
+my @leaks;
+{
+	$redis->cli('CONFIG', 'SET', 'requirepass', $secret);
+	$redis->set_auth('-a', $secret);
+
+	my $w = rl_session($node);
+	rl_run($w, "SET log_statement = 'none'");
+	rl_run($w, "SET ratelimit.redis_password = '$wrong'");
+	my ($out, $err) = rl_run($w, call_sql('pw'));
+	is($out, 't||0', 'WRONGPASS: fail-open answer');
+	like($err, qr/WARNING:  08006: Redis server \S+ is unavailable/, 'WRONGPASS: WARNING');
+	my $st = status($w);
+	like($st->{last_error}, qr/WRONGPASS/, "WRONGPASS: last_error ($st->{last_error})");
+	push @leaks, $err, $st->{last_error};
+
+	my $n = rl_session($node);
+	($out, $err) = rl_run($n, call_sql('pw'));
+	is($out, 't||0', 'NOAUTH: fail-open answer');
+	$st = status($n);
+	like($st->{last_error}, qr/NOAUTH/, "NOAUTH: last_error ($st->{last_error})");
+	push @leaks, $err, $st->{last_error};
+
+	# The right password through the configuration file.
+	rl_run($n, "SET log_statement = 'none'");
+	rl_run($n, "ALTER SYSTEM SET ratelimit.redis_password = '$secret'");
+	rl_run($n, 'SELECT pg_reload_conf()');
+	usleep(300_000);
+	($out, $err) = rl_run($n, call_sql('pw'));
+	is($out, 't|9|0', 'right password from ALTER SYSTEM: answered by Redis');
+	push @leaks, $err, $redis->cli('CLIENT', 'LIST');
+	$w->quit;
+
+	# Undo, in the order that keeps every link working.
+	rl_run($n, 'ALTER SYSTEM RESET ratelimit.redis_password');
+	rl_run($n, 'SELECT pg_reload_conf()');
+	usleep(300_000);
+	$redis->cli('CONFIG', 'SET', 'requirepass', '');
+	$redis->set_auth();
+	is((rl_run($n, call_sql('pw')))[0], 't|8|0', 'password removed again');
+	$n->quit;
+}
+
+# 6. ACL users: all commands on the key prefix; the least privilege the
+# scripts need; and users lacking a needed permission (ERROR, not open).
+{
+	my %users = (
+		rl_all => '~rl:* +@all',
+		rl_min => '~rl:* resetchannels -@all +evalsha +eval +time +get +set '
+		  . '+hmget +hset +pexpire +zadd +zrange +zcount +zrangebyscore '
+		  . '+zremrangebyscore',
+		rl_notime => '~rl:* +@all -time',
+		rl_noevalsha => '~rl:* +@all -evalsha',
+		rl_otherkeys => '~other:* +@all',);
+	for my $user (sort keys %users)
+	{
+		$redis->cli('ACL', 'SETUSER', $user, 'on', ">pw-$user",
+			split(/ /, $users{$user}));
+	}
+	for my $user (qw(rl_all rl_min))
+	{
+		my $a = rl_session($node);
+		rl_run($a, "SET log_statement = 'none'");
+		rl_run($a, "SET ratelimit.redis_username = '$user'");
+		rl_run($a, "SET ratelimit.redis_password = 'pw-$user'");
+		my ($out) = rl_run($a,
+			"SELECT string_agg(a || ':' || coalesce(r.remaining::text, 'null'), ',' ORDER BY a) "
+			  . "FROM unnest(ARRAY['fixed_window', 'sliding_log', 'sliding_counter', "
+			  . "'token_bucket', 'leaky_bucket', 'gcra']) a, "
+			  . "LATERAL rl_allow('acl_$user', a, 10, '1 hour') r");
+		is( $out,
+			'fixed_window:9,gcra:9,leaky_bucket:9,sliding_counter:9,'
+			  . 'sliding_log:9,token_bucket:9',
+			"ACL $user: every algorithm works");
+		my $st = status($a);
+		is($st->{fail_open}, 0, "ACL $user: no policy answer");
+		my ($apid) = rl_run($a, 'SELECT pg_backend_pid()');
+		like($redis->cli('CLIENT', 'LIST'), qr/ user=$user .*/,
+			"ACL $user: Redis sees the connection as $user");
+		$a->quit;
+	}
+	for my $case ([ 'rl_notime', qr/can't run this command/ ],
+		[ 'rl_noevalsha', qr/NOPERM .*evalsha/ ],
+		[ 'rl_otherkeys', qr/NOPERM .*access one of the keys/ ])
+	{
+		my ($user, $detail) = @$case;
+		my $a = rl_session($node);
+		rl_run($a, "SET log_statement = 'none'");
+		rl_run($a, "SET ratelimit.redis_username = '$user'");
+		rl_run($a, "SET ratelimit.redis_password = 'pw-$user'");
+		my ($out, $err) = rl_run($a, call_sql("acl_$user"));
+		like($err, qr/ERROR:  38000: Redis rejected a rate limiter command/,
+			"ACL $user: ERROR 38000");
+		like($err, $detail, "ACL $user: the Redis reason in DETAIL");
+		is($out, '', "ACL $user: never a fail-open row");
+		is(status($a)->{fail_open}, 0, "ACL $user: no policy answer counted");
+		$a->quit;
+	}
+}
+
+# No secret anywhere: WARNINGs, last_error, CLIENT LIST, the server log.
+# One line is PostgreSQL's own, not the extension's: on pg_reload_conf()
+# the postmaster logs every changed setting with its value, and no flag
+# of a custom setting suppresses that.
+{
+	my $log = slurp_file($node->logfile);
+	my $reload_line =
+	  qr/^.*LOG:  parameter "ratelimit\.redis_password" changed to .*$/m;
+	my @reload = $log =~ /($reload_line)/g;
+	$log =~ s/$reload_line//g;
+	push @leaks, $log;
+	my $all = join("\n", map { $_ // '' } @leaks);
+	unlike($all, qr/\Q$secret\E/, 'the Redis password appears in no message or log');
+	unlike($all, qr/\Q$wrong\E/, 'the wrong password appears in no message or log');
+	unlike($all, qr/pw-rl_/, 'ACL passwords appear in no message or log');
+  TODO:
+	{
+		local $TODO = 'PostgreSQL logs changed settings with their values at reload';
+		is(scalar(@reload), 0,
+			'no "parameter changed" line carries the password');
+	}
+}
+
+# 7. Fail-over: a replica refuses writes (READONLY: policy answer); once
+# promoted and switched to with ALTER SYSTEM, an existing session goes on
+# with the replicated count.
+{
+	my $replica = RLRedis->new(
+		name => 'replica',
+		args => [ '--replicaof', '127.0.0.1', $redis->port ]);
+	ok( defined rl_wait_for(
+			sub { ($replica->info('replication', 'master_link_status') // '') eq 'up' },
+			10),
+		'replica in sync with the primary');
+	my ($out) = rl_run($s,
+		"SELECT max(r.remaining) FILTER (WHERE g = 10) FROM generate_series(1, 10) g, "
+		  . "LATERAL rl_allow('fo', 'fixed_window', 100, '1 hour', 1 + 0 * g) r");
+	is($out, 90, 'fail-over: ten calls on the primary');
+	my $key = "rl:{$dboid:fo}:fixed_window";
+	ok(defined rl_wait_for(sub { ($replica->cli('HGET', $key, 'n') // '') eq '10' }, 5),
+		'fail-over: the replica holds the count');
+
+	my $u = rl_session($node);
+	rl_run($u, 'SET ratelimit.redis_port = ' . $replica->port);
+	# gcra, so that the replica does not cache the fixed_window script.
+	my ($uout, $uerr) = rl_run($u, call_sql('ro', 'gcra'));
+	is($uout, 't||0', 'unpromoted replica: fail-open answer');
+	like(status($u)->{last_error}, qr/READONLY/, 'unpromoted replica: last_error says READONLY');
+	$u->quit;
+
+	$replica->cli('REPLICAOF', 'NO', 'ONE');
+	my $before = status($s);
+	rl_run($s, 'ALTER SYSTEM SET ratelimit.redis_port = ' . $replica->port);
+	rl_run($s, 'SELECT pg_reload_conf()');
+	usleep(300_000);
+	is((rl_run($s, call_sql_limit('fo', 100)))[0], 't|89|0',
+		'fail-over: the next call continues the replicated count');
+	my $st = status($s);
+	ok($st->{connects} > $before->{connects}, 'fail-over: on a new connection');
+	is($st->{script_loads}, $before->{script_loads} + 1,
+		'fail-over: the script sent once to the new server');
+	ok(grep({ $_ eq "pg:$dboid:$spid" } @{ $replica->client_names }),
+		'fail-over: the session is a client of the new server');
+	ok( defined rl_wait_for(
+			sub { !grep { $_ eq "pg:$dboid:$spid" } @{ $redis->client_names } }, 5),
+		'fail-over: the old link was closed');
+	is($replica->cli('HGET', $key, 'n'), 11, 'fail-over: the new server counts on');
+}
+
+sub call_sql_limit
+{
+	my ($key, $limit) = @_;
+	return "SELECT allowed, remaining, retry_after_ms FROM "
+	  . "rl_allow('$key', 'fixed_window', $limit, '1 hour')";
+}
+
+$s->quit;
+$node->stop;
+done_testing();
