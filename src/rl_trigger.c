@@ -116,6 +116,17 @@ rl_parse_window(TriggerData *trigdata, const char *arg)
 	return rl_window_us(window);
 }
 
+/* Names the trigger in the CONTEXT of any error about its arguments. */
+static void
+rl_conf_context(void *arg)
+{
+	TriggerData *trigdata = (TriggerData *) arg;
+
+	errcontext("arguments of trigger \"%s\" on table \"%s\"",
+			   trigdata->tg_trigger->tgname,
+			   RelationGetRelationName(trigdata->tg_relation));
+}
+
 /*
  * The trigger's arguments, checked and cached for the statement: the
  * cache lives in the FmgrInfo, which belongs to this trigger for the
@@ -127,6 +138,7 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	Trigger    *trigger = trigdata->tg_trigger;
 	Relation	rel = trigdata->tg_relation;
 	RlTriggerConf *conf = (RlTriggerConf *) fcinfo->flinfo->fn_extra;
+	ErrorContextCallback context;
 	MemoryContext old;
 	char	  **args = trigger->tgargs;
 	char	   *names;
@@ -137,6 +149,11 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 
 	if (conf != NULL && conf->tgoid == trigger->tgoid)
 		return conf;
+
+	context.callback = rl_conf_context;
+	context.arg = trigdata;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
 
 	old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
 	conf = palloc0(sizeof(RlTriggerConf));
@@ -216,6 +233,7 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 									 args[5]));
 	}
 
+	error_context_stack = context.previous;
 	MemoryContextSwitchTo(old);
 	fcinfo->flinfo->fn_extra = conf;
 	return conf;
@@ -236,11 +254,8 @@ rl_trigger_key(RlTriggerConf *conf, TupleTableSlot *slot, StringInfo key,
 	for (int i = 0; i < conf->ncols; i++)
 	{
 		if (i > 0)
-		{
-			appendStringInfoChar(key, ',');
 			appendStringInfoString(desc, ", ");
-		}
-		appendStringInfo(desc, "%s", conf->colnames[i]);
+		appendStringInfoString(desc, conf->colnames[i]);
 	}
 	appendStringInfoString(desc, ")=(");
 	for (int i = 0; i < conf->ncols; i++)
