@@ -1,0 +1,258 @@
+#!/bin/bash
+#
+# test/check.sh
+#
+# The project's test command:  bash test/check.sh
+#
+# On a fresh Debian 12 machine, as root, it installs what is missing,
+# builds and installs the extension, starts a throwaway Redis (port 6399)
+# and PostgreSQL (port 54399) on loopback, and runs
+#   1. the pg_regress suites listed in the Makefile's REGRESS, and
+#   2. the TAP suites test/t/*.pl, if any; they start their own servers.
+# A user other than root who already has the packages (and may write to
+# PostgreSQL's extension directories) can run it directly.
+#
+# It ends with one line per suite and, as its very last line,
+# "N passed, N failed" summed over pg_regress tests and TAP test points.
+# The exit status is non-zero if anything failed.  Every server it started
+# is stopped on exit (test/lib/servers.sh traps EXIT); RL_KEEP=1 keeps
+# the temporary directory for inspection.
+
+set -u
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib/servers.sh"
+
+RL_CHECK_REDIS_PORT=6399
+RL_CHECK_PG_PORT=54399
+RL_PGXS_DIR=/usr/lib/postgresql/15/lib/pgxs
+RL_PG_REGRESS=$RL_PGXS_DIR/src/test/regress/pg_regress
+RL_TAP_LIB=$RL_PGXS_DIR/src/test/perl
+# Safety nets only; a normal run takes a minute or two.
+RL_REGRESS_TIMEOUT=300
+RL_TAP_TIMEOUT=600
+
+RL_SUITES=()			# "name passed failed", one per suite
+RL_FAILED_SETUP=0
+
+rl_note() {
+	echo "== $*"
+}
+
+# A command line that runs as the cluster owner; unlike rl_as_owner it can
+# go behind timeout(1), which only runs programs.
+rl_owner_cmd() {
+	if [ "$(id -u)" = 0 ]; then
+		echo runuser -u postgres --
+	fi
+}
+
+# Builds and installs under the build lock, so that several checkouts on
+# one machine never run make install at the same moment.
+rl_check_setup() {
+	local lock=/tmp/rl-build.lock
+	if (: >>"$lock") 2>/dev/null; then
+		(
+			flock 9
+			rl_setup
+		) 9>>"$lock"
+	else
+		rl_setup
+	fi
+}
+
+# Redis would start and then fail to bind a port that is in use, and the
+# PING loop would then talk to someone else's server.
+rl_port_free() {
+	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# The REGRESS list, as make sees it (falls back to the Makefile's text).
+rl_regress_list() {
+	local list
+	list=$(make -s --no-print-directory -C "$RL_ROOT" -f Makefile -f - \
+		rl-print-regress <<<'rl-print-regress: ; @echo $(REGRESS)' 2>/dev/null)
+	if [ -z "$list" ]; then
+		list=$(sed -n 's/^REGRESS[[:space:]]*=[[:space:]]*//p' "$RL_ROOT/Makefile")
+	fi
+	echo $list
+}
+
+# pg_regress reads sql/ and expected/ as the cluster owner; when it cannot
+# read the checkout (a home directory, say), it gets a copy.
+rl_regress_inputdir() {
+	if rl_as_owner test -r "$RL_ROOT/sql" -a -x "$RL_ROOT/sql" \
+		-a -r "$RL_ROOT/expected" -a -x "$RL_ROOT/expected"; then
+		echo "$RL_ROOT"
+		return
+	fi
+	mkdir -p "$RL_TMP/regress-input"
+	cp -r "$RL_ROOT/sql" "$RL_ROOT/expected" "$RL_TMP/regress-input/"
+	[ "$(id -u)" = 0 ] && chown -R postgres: "$RL_TMP/regress-input"
+	echo "$RL_TMP/regress-input"
+}
+
+rl_run_regress() {
+	local tests inputdir out rc passed failed total
+	read -r -a tests <<<"$(rl_regress_list)"
+	if [ ${#tests[@]} -eq 0 ]; then
+		echo "no REGRESS list in the Makefile" >&2
+		RL_SUITES+=("pg_regress 0 1")
+		return
+	fi
+	inputdir=$(rl_regress_inputdir)
+	mkdir -p "$RL_TMP/regress"
+	[ "$(id -u)" = 0 ] && chown postgres: "$RL_TMP/regress"
+	out=$RL_TMP/regress/pg_regress.log
+
+	rl_note "pg_regress: ${tests[*]}"
+	# shellcheck disable=SC2046
+	timeout -k 10 "$RL_REGRESS_TIMEOUT" $(rl_owner_cmd) "$RL_PG_REGRESS" \
+		--inputdir="$inputdir" --outputdir="$RL_TMP/regress" \
+		--bindir="$RL_PGBIN" --host="$RL_TMP" --port="$RL_CHECK_PG_PORT" \
+		--user=postgres --dbname=contrib_regression \
+		--encoding=UTF8 --no-locale \
+		--load-extension=ratelimit "${tests[@]}" 2>&1 | tee "$out"
+	rc=${PIPESTATUS[0]}
+
+	# "test basic ... ok  12 ms" (or "FAILED"), one line per test.
+	passed=$(grep -cE '^(test +)?[[:space:]]*[A-Za-z0-9_]+ +\.\.\. ok' "$out")
+	failed=$(grep -cE '^(test +)?[[:space:]]*[A-Za-z0-9_]+ +\.\.\. (FAILED|failed)' "$out")
+	total=${#tests[@]}
+	# A crash or a timeout can end the run before every test reported.
+	if [ $((passed + failed)) -lt "$total" ]; then
+		failed=$((total - passed))
+	fi
+	if [ "$rc" != 0 ] && [ "$failed" = 0 ]; then
+		failed=1
+	fi
+	if [ "$failed" != 0 ]; then
+		if [ -f "$RL_TMP/regress/regression.diffs" ]; then
+			rl_note "regression.diffs"
+			cat "$RL_TMP/regress/regression.diffs"
+		fi
+		[ "$rc" = 124 ] && echo "pg_regress timed out after ${RL_REGRESS_TIMEOUT}s"
+	fi
+	RL_SUITES+=("pg_regress $passed $failed")
+}
+
+# TAP::Harness with a callback that writes, for each test file as it
+# ends, "file passed failed".  A file that dies, misses its plan or exits
+# non-zero counts at least one failure; a file that never ends (timeout)
+# is counted by the caller.
+RL_TAP_WRAPPER='
+use strict;
+use warnings;
+use TAP::Harness;
+
+my ($results, @files) = @ARGV;
+open(my $fh, ">", $results) or die "$results: $!";
+$fh->autoflush(1);
+my $harness = TAP::Harness->new({
+	verbosity => 0,
+	color => 0,
+	timer => 1,
+	lib => [ split(/:/, $ENV{RL_TAP_INC}) ],
+});
+# after_test gets the job as [ file name, description ].
+$harness->callback(after_test => sub {
+	my ($job, $parser) = @_;
+	my $passed = scalar($parser->passed);
+	my $failed = scalar($parser->failed);
+	$failed = 1 if $failed == 0 && $parser->has_problems;
+	printf $fh "%s %d %d%s\n", $job->[0], $passed, $failed,
+	  ($parser->skip_all ? " skipped" : "");
+});
+my $aggregate = $harness->runtests(@files);
+exit($aggregate->all_passed ? 0 : 1);
+'
+
+rl_run_tap() {
+	local files=() f name results rc line passed failed
+	for f in "$RL_ROOT"/test/t/*.pl; do
+		[ -f "$f" ] && files+=("test/t/${f##*/}")
+	done
+	if [ ${#files[@]} -eq 0 ]; then
+		rl_note "TAP: no test/t/*.pl, nothing to run"
+		return
+	fi
+	mkdir -p "$RL_TMP/tap"
+	[ "$(id -u)" = 0 ] && chown postgres: "$RL_TMP/tap"
+	results=$RL_TMP/tap/results
+
+	rl_note "TAP: ${files[*]}"
+	# The TAP suites start their own servers; RL_REDIS_PORT is not theirs.
+	# shellcheck disable=SC2046
+	(cd "$RL_ROOT" && timeout -k 10 "$RL_TAP_TIMEOUT" $(rl_owner_cmd) env \
+		-u RL_REDIS_PORT \
+		PATH="$RL_PGBIN:$PATH" \
+		TESTDIR="$RL_TMP/tap" \
+		PG_REGRESS="$RL_PG_REGRESS" \
+		RL_TAP_INC="$RL_TAP_LIB:$RL_ROOT/test/perl" \
+		perl -e "$RL_TAP_WRAPPER" "$results" "${files[@]}")
+	rc=$?
+	[ "$rc" = 124 ] && echo "TAP suites timed out after ${RL_TAP_TIMEOUT}s"
+
+	for f in "${files[@]}"; do
+		name=${f##*/}
+		line=$(grep -F "$f " "$results" 2>/dev/null | tail -n 1)
+		if [ -n "$line" ]; then
+			read -r _ passed failed _ <<<"$line"
+		else
+			# Never finished: killed by the timeout or the harness died.
+			passed=0
+			failed=1
+		fi
+		RL_SUITES+=("${name%.pl} $passed $failed")
+	done
+	if [ "$rc" != 0 ] && [ -d "$RL_TMP/tap/tmp_check/log" ]; then
+		echo "TAP logs are in $RL_TMP/tap/tmp_check/log (kept with RL_KEEP=1)"
+	fi
+}
+
+rl_summary() {
+	local s name passed failed total_passed=0 total_failed=0
+	rl_note "summary"
+	for s in "${RL_SUITES[@]}"; do
+		read -r name passed failed <<<"$s"
+		printf '%-28s %6d passed %6d failed\n' "$name" "$passed" "$failed"
+		total_passed=$((total_passed + passed))
+		total_failed=$((total_failed + failed))
+	done
+	total_failed=$((total_failed + RL_FAILED_SETUP))
+	echo "$total_passed passed, $total_failed failed"
+	[ "$total_failed" = 0 ]
+}
+
+main() {
+	cd "$RL_ROOT" || exit 1
+
+	rl_note "setup: packages, build, install"
+	if ! rl_check_setup; then
+		echo "setup failed (packages, build or install)" >&2
+		RL_SUITES+=("setup 0 1")
+		rl_summary
+		exit 1
+	fi
+
+	if ! rl_port_free "$RL_CHECK_REDIS_PORT"; then
+		echo "port $RL_CHECK_REDIS_PORT is in use; is another check running?" >&2
+		RL_SUITES+=("servers 0 1")
+		rl_summary
+		exit 1
+	fi
+	rl_note "servers: Redis $RL_CHECK_REDIS_PORT, PostgreSQL $RL_CHECK_PG_PORT"
+	if ! rl_start_redis check "$RL_CHECK_REDIS_PORT" ||
+		! rl_start_pg check "$RL_CHECK_PG_PORT" "$RL_CHECK_REDIS_PORT" \
+			"lc_messages = 'C'"; then
+		echo "could not start the test servers" >&2
+		RL_SUITES+=("servers 0 1")
+		rl_summary
+		exit 1
+	fi
+
+	rl_run_regress
+	rl_run_tap
+	rl_summary
+}
+
+main "$@"
