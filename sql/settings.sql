@@ -1,0 +1,216 @@
+--
+-- settings: who may change the ratelimit.* settings, what values they
+-- take, and what each failure_mode answers while Redis is out of reach.
+--
+-- Every setting is superuser-only: a role that could repoint Redis or
+-- switch the failure mode could walk past its limits.
+--
+LOAD 'ratelimit';
+SET ratelimit.test_clock_ms = 1800000000000;
+
+-- try(sql) runs one statement and returns 'ok', or the SQLSTATE and the
+-- message of the error it raised.
+CREATE FUNCTION try(sql text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	state text;
+	msg text;
+BEGIN
+	EXECUTE sql;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+	RETURN state || ': ' || msg;
+END
+$$;
+
+-- Every setting, with a valid value to try.
+CREATE TABLE rl_settings (name text, value text);
+INSERT INTO rl_settings VALUES
+	('ratelimit.redis_host', '10.0.0.1'),
+	('ratelimit.redis_port', '6380'),
+	('ratelimit.redis_socket', '/tmp/redis.sock'),
+	('ratelimit.redis_db', '1'),
+	('ratelimit.redis_username', 'someone'),
+	('ratelimit.redis_password', 'secret'),
+	('ratelimit.connect_timeout', '1'),
+	('ratelimit.command_timeout', '1'),
+	('ratelimit.failure_mode', 'open'),
+	('ratelimit.retry_interval', '0'),
+	('ratelimit.key_prefix', 'other:'),
+	('ratelimit.isolate_databases', 'off'),
+	('ratelimit.test_clock_ms', '1');
+GRANT SELECT ON rl_settings TO PUBLIC;
+
+-- The list is complete: 12 settings in pg_settings, all superuser-only,
+-- plus the password, which is never listed.
+SELECT count(*) AS listed,
+	   count(*) FILTER (WHERE context = 'superuser') AS superuser_only,
+	   count(*) FILTER (WHERE name IN (SELECT name FROM rl_settings)) AS tried
+FROM pg_settings WHERE name LIKE 'ratelimit.%';
+SELECT name, boot_val, unit, vartype, enumvals
+FROM pg_settings WHERE name LIKE 'ratelimit.%' ORDER BY name;
+
+SET client_min_messages = warning;
+DROP ROLE IF EXISTS regress_rl_plain;
+RESET client_min_messages;
+CREATE ROLE regress_rl_plain NOSUPERUSER NOCREATEDB NOCREATEROLE;
+SET ROLE regress_rl_plain;
+
+-- As an ordinary role: SET, SET LOCAL, set_config and a function's SET
+-- clause are all refused with 42501.
+SELECT name,
+	   try(format('SET %s = %L', name, value)) AS set,
+	   try(format('SET LOCAL %s = %L', name, value)) AS set_local,
+	   try(format('SELECT set_config(%L, %L, false)', name, value))
+		   AS set_config,
+	   try(format('CREATE FUNCTION pg_temp.f_%s() RETURNS int LANGUAGE sql '
+				  'SET %s = %L RETURN 1', replace(name, '.', '_'), name,
+				  value)) AS function_set
+FROM rl_settings ORDER BY name;
+-- Nothing changed.
+SELECT current_setting('ratelimit.failure_mode') AS failure_mode,
+	   current_setting('ratelimit.key_prefix') AS key_prefix,
+	   current_setting('ratelimit.redis_host') AS redis_host,
+	   current_setting('ratelimit.test_clock_ms') AS test_clock_ms;
+
+-- The password cannot be read, and is not listed.
+SHOW ratelimit.redis_password;
+\echo :LAST_ERROR_SQLSTATE
+SELECT try($$SELECT current_setting('ratelimit.redis_password')$$);
+SELECT count(*) AS listed FROM pg_settings
+WHERE name = 'ratelimit.redis_password';
+SELECT count(*) AS listed FROM pg_settings WHERE name LIKE 'ratelimit.%';
+
+-- The prefix is reserved: no placeholder can be made under it.
+SET ratelimit.typo = 1;
+\echo :LAST_ERROR_SQLSTATE
+
+-- rl_allow and rl_peek are for everyone; rl_reset and rl_status are not.
+SELECT p, has_function_privilege('regress_rl_plain', p, 'EXECUTE')
+FROM unnest(ARRAY['rl_allow(text,text,bigint,interval,bigint)',
+				  'rl_peek(text,text,bigint,interval)',
+				  'rl_reset(text,text)', 'rl_status()']) p;
+SELECT * FROM rl_allow('settings:plain', 'gcra', 5, '1 minute');
+SELECT * FROM rl_peek('settings:plain', 'gcra', 5, '1 minute');
+SELECT rl_reset('settings:plain', 'gcra');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM rl_status();
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP ROLE regress_rl_plain;
+
+-- The superuser may read the password (empty here) but pg_settings still
+-- does not list it.
+SELECT current_setting('ratelimit.redis_password') = '' AS empty;
+SELECT count(*) AS listed FROM pg_settings
+WHERE name = 'ratelimit.redis_password';
+SET ratelimit.typo = 1;
+\echo :LAST_ERROR_SQLSTATE
+
+-- Values out of range are refused with 22023.
+SELECT v, try('SET ' || v)
+FROM unnest(ARRAY[
+	'ratelimit.redis_port = 0',
+	'ratelimit.redis_port = 70000',
+	'ratelimit.redis_port = -1',
+	'ratelimit.redis_db = -1',
+	'ratelimit.connect_timeout = 0',
+	'ratelimit.command_timeout = -5',
+	'ratelimit.retry_interval = -1',
+	'ratelimit.failure_mode = maybe',
+	'ratelimit.failure_mode = ''''',
+	'ratelimit.isolate_databases = perhaps',
+	'ratelimit.key_prefix = ''a{b''',
+	'ratelimit.key_prefix = ''}''',
+	'ratelimit.key_prefix = ''' || repeat('p', 65) || '''',
+	'ratelimit.test_clock_ms = -1',
+	'ratelimit.test_clock_ms = 1e16']) v;
+SET ratelimit.key_prefix = 'rl{';
+\echo :LAST_ERROR_SQLSTATE
+SET ratelimit.failure_mode = 'maybe';
+\echo :LAST_ERROR_SQLSTATE
+-- Accepted: units, and the edges.
+SET ratelimit.connect_timeout = '2s';
+SET ratelimit.command_timeout = 1;
+SET ratelimit.retry_interval = 0;
+SET ratelimit.key_prefix = '';
+SET ratelimit.redis_port = 65535;
+SELECT current_setting('ratelimit.connect_timeout') AS connect_timeout,
+	   current_setting('ratelimit.command_timeout') AS command_timeout,
+	   current_setting('ratelimit.retry_interval') AS retry_interval,
+	   current_setting('ratelimit.key_prefix') = '' AS empty_prefix,
+	   current_setting('ratelimit.redis_port') AS redis_port;
+RESET ratelimit.connect_timeout;
+RESET ratelimit.command_timeout;
+RESET ratelimit.retry_interval;
+RESET ratelimit.key_prefix;
+RESET ratelimit.redis_port;
+
+-- key_prefix and isolate_databases name other limiters: the same key
+-- starts fresh under another prefix (t,4,0,10000) and in the shared
+-- namespace (t,4,0,10000), and keeps its 2 left under the defaults.
+SELECT * FROM rl_allow('settings:ns', 'fixed_window', 5, '10 s', 3);
+SET ratelimit.key_prefix = 'other:';
+SELECT * FROM rl_allow('settings:ns', 'fixed_window', 5, '10 s');
+RESET ratelimit.key_prefix;
+SET ratelimit.isolate_databases = off;
+SELECT * FROM rl_allow('settings:ns', 'fixed_window', 5, '10 s');
+RESET ratelimit.isolate_databases;
+SELECT * FROM rl_peek('settings:ns', 'fixed_window', 5, '10 s');
+SET ratelimit.key_prefix = 'other:';
+SELECT rl_reset('settings:ns', 'fixed_window');
+RESET ratelimit.key_prefix;
+SET ratelimit.isolate_databases = off;
+SELECT rl_reset('settings:ns', 'fixed_window');
+RESET ratelimit.isolate_databases;
+SELECT rl_reset('settings:ns', 'fixed_window');
+
+-- failure_mode with Redis out of reach (nothing listens on port 1, so the
+-- connection is refused at once).  A long retry_interval means a single
+-- connection attempt; the calls after it answer without trying.
+SELECT fail_open AS open0, fail_closed AS closed0, failures AS failures0
+FROM rl_status() \gset
+SET ratelimit.retry_interval = '1h';
+SET ratelimit.redis_port = 1;
+-- open: allowed, nothing known: (t,NULL,0,NULL).  One WARNING.
+SET ratelimit.failure_mode = open;
+SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
+SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
+-- closed: denied until the next attempt, within the hour: (f,NULL,>0,NULL).
+SET ratelimit.failure_mode = closed;
+SELECT allowed, remaining, retry_after_ms BETWEEN 1 AND 3600000 AS retry_later,
+	   reset_after_ms
+FROM rl_allow('settings:f', 'gcra', 5, '10 s');
+SELECT allowed, remaining, retry_after_ms BETWEEN 1 AND 3600000 AS retry_later,
+	   reset_after_ms
+FROM rl_peek('settings:f', 'gcra', 5, '10 s');
+-- error: 08006.
+SET ratelimit.failure_mode = error;
+SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
+\echo :LAST_ERROR_SQLSTATE
+-- rl_reset is administrative: 08006 whatever the mode.
+SET ratelimit.failure_mode = open;
+SELECT rl_reset('settings:f', 'gcra');
+\echo :LAST_ERROR_SQLSTATE
+SELECT endpoint, connected, last_error, last_error_at IS NOT NULL AS at,
+	   fail_open - :open0 AS fail_open, fail_closed - :closed0 AS fail_closed,
+	   failures - :failures0 AS failures
+FROM rl_status();
+-- RESET of the port takes effect at the next call, despite the hour.
+RESET ratelimit.redis_port;
+SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
+SELECT connected, fail_open - :open0 AS fail_open,
+	   failures - :failures0 AS failures
+FROM rl_status();
+RESET ratelimit.failure_mode;
+RESET ratelimit.retry_interval;
+
+-- The Redis clock when none is pinned: a fresh gcra key reads the same,
+-- (t,4,0,12000).
+RESET ratelimit.test_clock_ms;
+SELECT * FROM rl_allow('settings:clock', 'gcra', 5, '1 minute');
+SELECT rl_reset('settings:clock', 'gcra');
+
+DROP TABLE rl_settings;
+DROP FUNCTION try(text);
