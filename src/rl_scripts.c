@@ -11,7 +11,8 @@
  * also puts the script back in the cache.
  *
  * Replies are sorted into two classes.  Unavailable (BUSY, LOADING, OOM,
- * READONLY, ...) is Redis's state, answered by the failure policy.
+ * READONLY, NOREPLICAS, MISCONF ...) is Redis's state, answered by the
+ * failure policy.
  * Misuse (WRONGTYPE, NOPERM, script errors, odd replies) is an ERROR: a
  * limiter that admits everything when its keys are wrong would hide the
  * mistake.
@@ -47,6 +48,8 @@ static const char *const rl_unavailable_prefixes[] = {
 	"LOADING",
 	"OOM",
 	"READONLY",
+	"NOREPLICAS",				/* min-replicas-to-write not met */
+	"MISCONF",					/* writes stopped after a failed save */
 	"MASTERDOWN",
 	"NOAUTH",
 	"WRONGPASS",
