@@ -107,6 +107,43 @@ is((rl_run($s, call_sql('warm')))[0], 't|9|0', 'warm-up call answered');
 	is((rl_run($s, call_sql('oom')))[0], 't|9|0', 'OOM: recovered');
 }
 
+# 3b. Writes refused for the server's own reasons: too few replicas
+# (NOREPLICAS) and a failed snapshot (MISCONF).  Redis's state, not ours
+# to raise about: policy answer, then recovery.
+{
+	$redis->cli('CONFIG', 'SET', 'min-replicas-to-write', 1);
+	my ($out, $err) = rl_run($s, call_sql('norep'));
+	is($out, 't||0', 'NOREPLICAS: fail-open answer');
+	like($err, qr/DETAIL:  NOREPLICAS/, 'NOREPLICAS: Redis text in DETAIL');
+	$redis->cli('CONFIG', 'SET', 'min-replicas-to-write', 0);
+	usleep(250_000);
+	is((rl_run($s, call_sql('norep')))[0], 't|9|0', 'NOREPLICAS: recovered');
+
+	# A snapshot into a directory Redis may not write stops all writes.
+	my $rodir = PostgreSQL::Test::Utils::tempdir;
+	chmod 0555, $rodir;
+	my $misconf = RLRedis->new(
+		name => 'misconf',
+		args => [ '--dir', $rodir, '--save', '3600 1' ]);
+	$misconf->cli('BGSAVE');
+  SKIP:
+	{
+		skip 'Redis could write to the read-only directory (running as root?)', 3
+		  unless defined rl_wait_for(
+			sub { ($misconf->info('persistence', 'rdb_last_bgsave_status') // '') eq 'err' }, 5);
+		my $m = rl_session($node);
+		rl_run($m, 'SET ratelimit.redis_port = ' . $misconf->port);
+		($out, $err) = rl_run($m, call_sql('misconf'));
+		is($out, 't||0', 'MISCONF: fail-open answer');
+		like($err, qr/DETAIL:  MISCONF/, 'MISCONF: Redis text in DETAIL');
+		$misconf->cli('CONFIG', 'SET', 'stop-writes-on-bgsave-error', 'no');
+		usleep(250_000);
+		is((rl_run($m, call_sql('misconf')))[0], 't|9|0', 'MISCONF: recovered');
+		$m->quit;
+	}
+	$misconf->kill9;
+}
+
 # 4. maxclients reached: a new backend's connection is refused with a
 # clear message, and it does not retry within retry_interval.
 {
