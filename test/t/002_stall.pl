@@ -180,6 +180,25 @@ is((rl_run($s5, call_sql('desync_b', 100)))[0], 't|99|0',
 is((rl_run($s5, call_sql('desync_a', 5)))[0], 't|2|0',
 	'desync: key A counts the late-applied call once, never replayed');
 
+# 5b. CLIENT PAUSE beyond the timeout: the call answers by policy; the
+# paused EVALSHA may still run once after the pause (its outcome is
+# unknown to us), but it is never sent again.
+{
+	is((rl_run($s5, call_sql('pause')))[0], 't|9|0', 'pause: first call');
+	$redis->cli('CLIENT', 'PAUSE', 1000, 'WRITE');
+	my ($out, $err, $t) = rl_run($s5, call_sql('pause'));
+	note 'call during CLIENT PAUSE WRITE: ' . fmt($t);
+	is($out, 't||0', 'pause: policy answer');
+	ok($t >= $timeout - 0.05 && $t < $timeout + $margin,
+		'pause: answered after command_timeout (' . fmt($t) . ')');
+	usleep(1_000_000);    # the pause and retry_interval are over
+	my $n = $redis->cli('HGET', "rl:{$dboid:pause}:fixed_window", 'n');
+	note "count after the pause: $n";
+	ok($n == 1 || $n == 2, "pause: the timed-out call applied at most once ($n)");
+	is((rl_run($s5, call_sql('pause')))[0], 't|' . (10 - $n - 1) . '|0',
+		'pause: next call counted once on top');
+}
+
 # 6. The cancelled session answers correctly afterwards, consistent with
 # what Redis holds (the cancelled call may have been applied: at most once).
 {
