@@ -16,10 +16,19 @@
 --
 LOAD 'ratelimit';
 SET ratelimit.test_clock_ms = 1800000000000;
-SELECT count(rl_reset(a || ':' || s, a)) AS cleaned
+SELECT count(rl_reset(k, a)) AS cleaned
 FROM unnest(ARRAY['fixed_window', 'sliding_log', 'sliding_counter',
 				  'token_bucket', 'leaky_bucket', 'gcra']) a,
-	 unnest(ARRAY['s', 'c', 'p', 'r', 'b', 'edge', 'dense']) s;
+	 LATERAL (SELECT a || ':' || s FROM unnest(ARRAY['s', 'c', 'p', 'r', 'b',
+													 'edge', 'dense']) s
+			  UNION ALL SELECT 'odd:' || a
+			  UNION ALL SELECT 'odd:gcra1s'
+			  UNION ALL SELECT 'big:' || a || w || c
+			  FROM unnest(ARRAY['1 day', '366 days']) w,
+				   generate_series(1, 2) c
+			  UNION ALL SELECT 'big3:' || a || w
+			  FROM unnest(ARRAY['1 day', '366 days']) w
+			  UNION ALL SELECT 'big2:' || a) x(k);
 
 ------------------------------------------------------------------------
 -- fixed_window: windows [T0, T0+10 s), ...; used + cost <= L per window;

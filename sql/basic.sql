@@ -14,8 +14,12 @@ SELECT connected, server_version IS NULL AS no_version, calls, connects
 FROM rl_status();
 
 SET ratelimit.test_clock_ms = 1800000000000;
-SELECT rl_reset('user:42', 'sliding_log') IS NOT NULL AS cleaned,
-	   rl_reset('user:42', 'gcra') IS NOT NULL AS cleaned;
+SELECT count(rl_reset(k, a)) AS cleaned
+FROM (VALUES ('user:42', 'sliding_log'), ('user:42', 'gcra'),
+			 ('basic:peek', 'fixed_window'), ('basic:reset', 'token_bucket'),
+			 ('basic:reset', 'leaky_bucket'), ('basic:reset', 'gcra'),
+			 ('basic:count', 'fixed_window'), ('basic:rows', 'fixed_window'),
+			 ('basic:rows2', 'sliding_log')) v(k, a);
 
 -- The signature and the result type.
 SELECT pg_get_function_arguments('rl_allow'::regproc) AS rl_allow,

@@ -9,6 +9,36 @@
 LOAD 'ratelimit';
 SET ratelimit.test_clock_ms = 1800000000000;
 
+-- Odd but valid keys, used at the end.
+CREATE TEMP TABLE odd (n int, key text);
+INSERT INTO odd VALUES
+	(1, E'a\r\nb'),
+	(2, E'*3\r\n$3\r\nDEL'),
+	(3, '%s%s%n'),
+	(4, '{tag}'),
+	(5, 'x:y'),
+	(6, '}'),
+	(7, '%7D'),
+	(8, 'ünï'),
+	(9, 'a b'),
+	(10, '%'),
+	(11, '%25'),
+	(12, '{'),
+	(13, '}:fixed_window'),
+	(14, E'\\'),
+	(15, '😀'),
+	(16, 'k');
+
+-- Clean up every limiter this suite writes.
+SELECT count(rl_reset(k, a)) AS cleaned
+FROM (SELECT key, 'fixed_window' FROM odd
+	  UNION ALL VALUES ('errors:warmup', 'gcra'), (repeat('k', 1024), 'gcra'),
+			(repeat('ü', 512), 'gcra'), ('errors:l', 'fixed_window'),
+			('errors:l', 'sliding_log'), ('errors:w1', 'sliding_log'),
+			('errors:w2', 'sliding_log'), ('errors:w3', 'sliding_log'),
+			('errors:w4', 'sliding_log'), ('errors:w5', 'sliding_log'),
+			('errors:c', 'gcra')) v(k, a);
+
 CREATE FUNCTION try(expr text) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -154,27 +184,9 @@ RESET client_min_messages;
 RESET ratelimit.failure_mode;
 RESET ratelimit.redis_port;
 
--- Odd keys are valid, and each is its own limiter: key n takes n units of
--- a 100-unit fixed_window, then a peek of each shows 100 - n left.  The
--- escaping keeps "}" and "%7D", "%" and "%25" apart.
-CREATE TEMP TABLE odd (n int, key text);
-INSERT INTO odd VALUES
-	(1, E'a\r\nb'),
-	(2, E'*3\r\n$3\r\nDEL'),
-	(3, '%s%s%n'),
-	(4, '{tag}'),
-	(5, 'x:y'),
-	(6, '}'),
-	(7, '%7D'),
-	(8, 'ünï'),
-	(9, 'a b'),
-	(10, '%'),
-	(11, '%25'),
-	(12, '{'),
-	(13, '}:fixed_window'),
-	(14, E'\\'),
-	(15, '😀'),
-	(16, 'k');
+-- Odd keys (table odd, above) are valid, and each is its own limiter: key
+-- n takes n units of a 100-unit fixed_window, then a peek of each shows
+-- 100 - n left.  The escaping keeps "}" and "%7D", "%" and "%25" apart.
 SELECT n, (rl_allow(key, 'fixed_window', 100, '10 s', n)).allowed
 FROM odd ORDER BY n;
 SELECT n, octet_length(key) AS bytes, r.remaining, r.remaining = 100 - n AS own

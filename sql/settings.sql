@@ -24,6 +24,18 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
+-- Clean up every limiter this suite writes, under each prefix and
+-- namespace it uses (the shared namespace outlives the database).
+SELECT count(rl_reset(k, a)) AS cleaned
+FROM (VALUES ('settings:plain', 'gcra'), ('settings:f', 'gcra'),
+			 ('settings:clock', 'gcra'), ('settings:ns', 'fixed_window')) v(k, a);
+SET ratelimit.key_prefix = 'other:';
+SELECT count(rl_reset('settings:ns', 'fixed_window')) AS cleaned;
+RESET ratelimit.key_prefix;
+SET ratelimit.isolate_databases = off;
+SELECT count(rl_reset('settings:ns', 'fixed_window')) AS cleaned;
+RESET ratelimit.isolate_databases;
+
 -- Every setting, with a valid value to try.
 CREATE TABLE rl_settings (name text, value text);
 INSERT INTO rl_settings VALUES
