@@ -9,8 +9,9 @@
 # and PostgreSQL (port 54399) on loopback, and runs
 #   1. the pg_regress suites listed in the Makefile's REGRESS, and
 #   2. the TAP suites test/t/*.pl, if any; they start their own servers.
-# A user other than root who already has the packages (and may write to
-# PostgreSQL's extension directories) can run it directly.
+# A user other than root who already has the packages can run it too: it
+# then installs the build if it may, or goes on if the installed extension
+# is byte for byte this build.
 #
 # It ends with one line per suite and, as its very last line,
 # "N passed, N failed" summed over pg_regress tests and TAP test points.
@@ -27,9 +28,9 @@ RL_CHECK_PG_PORT=54399
 RL_PGXS_DIR=/usr/lib/postgresql/15/lib/pgxs
 RL_PG_REGRESS=$RL_PGXS_DIR/src/test/regress/pg_regress
 RL_TAP_LIB=$RL_PGXS_DIR/src/test/perl
-# Safety nets only; a normal run takes a minute or two.
-RL_REGRESS_TIMEOUT=300
-RL_TAP_TIMEOUT=600
+# Safety nets only, well inside 15 minutes; a normal run takes about one.
+RL_REGRESS_TIMEOUT=180
+RL_TAP_TIMEOUT=540
 
 RL_SUITES=()			# "name passed failed", one per suite
 
