@@ -70,6 +70,20 @@ CREATE TRIGGER trig_posts_throttle BEFORE INSERT ON trig_posts
 INSERT INTO trig_posts (author_id, body) VALUES (1, 'a post');
 SELECT * FROM trig_peek('public.trig_posts:author_id=''1''', 'sliding_log', 3, '1 minute');
 
+-- A row trigger on a partitioned table fires in each partition, but all
+-- partitions, at any depth, share the parent table's limiter.
+CREATE TABLE trig_events (author_id int, day int) PARTITION BY LIST (day);
+CREATE TABLE trig_events_1 PARTITION OF trig_events FOR VALUES IN (1);
+CREATE TABLE trig_events_2 PARTITION OF trig_events FOR VALUES IN (2)
+	PARTITION BY LIST (author_id);
+CREATE TABLE trig_events_2x PARTITION OF trig_events_2 DEFAULT;
+CREATE TRIGGER trig_events_throttle BEFORE INSERT ON trig_events
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle('author_id', 'fixed_window', '3', '1 minute');
+INSERT INTO trig_events VALUES (1, 1), (1, 2);
+INSERT INTO trig_events_2x VALUES (1, 2);
+SELECT * FROM trig_error($$INSERT INTO trig_events_1 VALUES (1, 1)$$);
+SELECT * FROM trig_peek('public.trig_events:author_id=''1''', 'fixed_window', 3, '1 minute');
+
 -- Time passes: a minute after the first comments, author 1 may write again.
 SET ratelimit.test_clock_ms = 1700000060001;
 INSERT INTO trig_comments (author_id, body) VALUES (1, 'a minute later');
@@ -264,7 +278,7 @@ RESET ratelimit.redis_port;
 SELECT body FROM trig_comments WHERE body LIKE 'fail%';
 SELECT * FROM trig_likes WHERE user_id = 9;
 
-DROP TABLE trig_comments, trig_posts, trig_likes, trig_multi, trig_uploads, trig_bad,
+DROP TABLE trig_comments, trig_posts, trig_events, trig_likes, trig_multi, trig_uploads, trig_bad,
 	trig_bulk, trig_bulk_cost, trig_wide;
 DROP FUNCTION trig_try(text, text, text, text, text, text);
 DROP FUNCTION trig_error(text);

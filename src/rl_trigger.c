@@ -19,9 +19,10 @@
  *
  * identifiers quoted as identifiers and values as literals, so distinct
  * rows map to distinct keys and two tables, or two triggers on other
- * columns, never share a limiter by accident.  Its Redis key includes
- * the window, as a layered rule's does, so rl_peek_layered with the same
- * key and rule shows the trigger's state.
+ * columns, never share a limiter by accident (on a partitioned table the
+ * table is the one the trigger was created on, not the partition).  Its
+ * Redis key includes the window, as a layered rule's does, so
+ * rl_peek_layered with the same key and rule shows the trigger's state.
  *
  * A denial raises SQLSTATE PT429, which PostgREST also answers with HTTP
  * 429; inside a PostgREST request it raises PostgREST's full form
@@ -36,9 +37,14 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
@@ -116,6 +122,44 @@ rl_parse_window(TriggerData *trigdata, const char *arg)
 	return rl_window_us(window);
 }
 
+/*
+ * The table a trigger was created on.  A row trigger on a partitioned
+ * table is cloned onto each partition and fires there; the limiter must
+ * be the parent's, or rows of one key landing in different partitions
+ * would each get the full limit.  Clones point to their parent trigger.
+ */
+static Oid
+rl_trigger_owner(Trigger *trigger, Relation rel)
+{
+	Oid			tgoid = trigger->tgoid;
+	Oid			relid = RelationGetRelid(rel);
+	Relation	catalog;
+
+	if (!trigger->tgisclone)
+		return relid;
+	catalog = table_open(TriggerRelationId, AccessShareLock);
+	while (OidIsValid(tgoid))
+	{
+		ScanKeyData key;
+		SysScanDesc scan;
+		HeapTuple	tuple;
+		Form_pg_trigger form;
+
+		ScanKeyInit(&key, Anum_pg_trigger_oid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(tgoid));
+		scan = systable_beginscan(catalog, TriggerOidIndexId, true, NULL, 1, &key);
+		tuple = systable_getnext(scan);
+		if (!HeapTupleIsValid(tuple))
+			elog(ERROR, "could not find trigger %u", tgoid);
+		form = (Form_pg_trigger) GETSTRUCT(tuple);
+		relid = form->tgrelid;
+		tgoid = form->tgparentid;
+		systable_endscan(scan);
+	}
+	table_close(catalog, AccessShareLock);
+	return relid;
+}
+
 /* Names the trigger in the CONTEXT of any error about its arguments. */
 static void
 rl_conf_context(void *arg)
@@ -146,6 +190,7 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	ListCell   *lc;
 	char	   *end;
 	int			i;
+	Oid			owner;
 
 	if (conf != NULL && conf->tgoid == trigger->tgoid)
 		return conf;
@@ -159,8 +204,9 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	conf = palloc0(sizeof(RlTriggerConf));
 	conf->tgoid = trigger->tgoid;
 	conf->trigger = pstrdup(trigger->tgname);
-	conf->table = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-											 RelationGetRelationName(rel));
+	owner = rl_trigger_owner(trigger, rel);
+	conf->table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(owner)),
+											 get_rel_name(owner));
 
 	if (trigger->tgnargs < 4 || trigger->tgnargs > 6)
 		ereport(ERROR,
