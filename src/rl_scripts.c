@@ -154,6 +154,7 @@ rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
 	char	   *numkeys;
 	TimestampTz deadline;
 	int			missing = 0;
+	bool		ok;
 
 	if (!rl_conn_ready())
 		return false;
@@ -185,7 +186,19 @@ rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
 		int			j = 0;
 
 		rl_counters.script_loads += missing;
-		if (!rl_conn_roundtrip(cmds, missing, again, deadline))
+
+		/* The replies already read are hiredis's (malloc): free on cancel. */
+		PG_TRY();
+		{
+			ok = rl_conn_roundtrip(cmds, missing, again, deadline);
+		}
+		PG_CATCH();
+		{
+			rl_free_replies(replies, n);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		if (!ok)
 		{
 			rl_free_replies(replies, n);
 			return false;
