@@ -65,6 +65,16 @@ FROM rl_allow_many(ARRAY(SELECT 'batch:k' || g FROM generate_series(1, 1000) g),
 				   'token_bucket', 10, '1 hour', ARRAY(SELECT 4 + 4 * (g % 2) FROM generate_series(1, 1000) g))
 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
 
+-- More than 1000 keys go in round trips of 1000 each, still in order:
+-- 2500 checks of 3 keys, each key's remaining counting down across them.
+SELECT count(*) AS checks, bool_and(allowed) AS all_allowed,
+	   bool_and(remaining = 1000 - occurrence) AS counted_in_order
+FROM (SELECT t.*, row_number() OVER (PARTITION BY key ORDER BY n) AS occurrence
+	  FROM rl_allow_many(ARRAY(SELECT 'batch:chunk' || g % 3 FROM generate_series(1, 2500) g ORDER BY g),
+						 'fixed_window', 1000, '1 minute') WITH ORDINALITY
+		   AS t(key, allowed, remaining, retry_after_ms, reset_after_ms, n)) s;
+SELECT * FROM rl_peek('batch:chunk0', 'fixed_window', 1000, '1 minute');
+
 -- An empty array gives no rows and no Redis call.
 SELECT count(*) FROM rl_allow_many('{}', 'gcra', 1, '1 second');
 
