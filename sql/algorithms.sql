@@ -20,7 +20,8 @@ SELECT count(rl_reset(k, a)) AS cleaned
 FROM unnest(ARRAY['fixed_window', 'sliding_log', 'sliding_counter',
 				  'token_bucket', 'leaky_bucket', 'gcra']) a,
 	 LATERAL (SELECT a || ':' || s FROM unnest(ARRAY['s', 'c', 'p', 'r', 'b',
-													 'edge', 'dense']) s
+													 'edge', 'dense', 'many',
+													 'many12']) s
 			  UNION ALL SELECT 'odd:' || a
 			  UNION ALL SELECT 'odd:gcra1s'
 			  UNION ALL SELECT 'big:' || a || w || c
@@ -118,6 +119,20 @@ SET ratelimit.test_clock_ms = 1799999995000;
 SELECT rl_allow('sliding_log:b', 'sliding_log', 5, '10 s');
 SET ratelimit.test_clock_ms = 1800000000000;
 SELECT rl_allow('sliding_log:b', 'sliding_log', 5, '10 s');
+
+-- Many units in one microsecond (a pinned clock; with Redis TIME, every
+-- call after the clock stepped back is stamped with the newest entry's
+-- time): each unit is still one entry.  15 per minute, 30 calls: 15
+-- allowed, then the peek (t,0,0,60000).  cost 12 then 3 then 1:
+-- (t,3,0,60000) (t,0,0,60000) (f,0,60000,60000).
+SET ratelimit.test_clock_ms = 1800000000000;
+SELECT count(*) FILTER (WHERE (rl_allow('sliding_log:many', 'sliding_log', 15,
+										'1 minute')).allowed) AS allowed
+FROM generate_series(1, 30);
+SELECT rl_peek('sliding_log:many', 'sliding_log', 15, '1 minute');
+SELECT g, rl_allow('sliding_log:many12', 'sliding_log', 15, '1 minute',
+				   (ARRAY[12, 3, 1])[g])
+FROM generate_series(1, 3) g;
 
 ------------------------------------------------------------------------
 -- sliding_counter: weighted = prev x (W - elapsed)/W + cur, admitted if
