@@ -58,6 +58,9 @@ PG_FUNCTION_INFO_V1(rl_throttle);
 #define RL_TRIGGER_USAGE \
 	"The arguments are: key columns, algorithm, limit, window[, on_deny (raise or skip)[, cost column]]."
 
+static void rl_bad_argument(TriggerData *trigdata, int argno,
+							const char *problem) pg_attribute_noreturn();
+
 /* An argument error, naming the trigger and the argument. */
 static void
 rl_bad_argument(TriggerData *trigdata, int argno, const char *problem)
@@ -70,7 +73,7 @@ rl_bad_argument(TriggerData *trigdata, int argno, const char *problem)
 			 errhint(RL_TRIGGER_USAGE)));
 }
 
-/* The column's number, or an error; dropped and system columns are not columns here. */
+/* A column's number; dropped and system columns do not count as columns. */
 static AttrNumber
 rl_find_column(TriggerData *trigdata, int argno, const char *name)
 {
@@ -376,28 +379,18 @@ rl_trigger_redis_key(RlTriggerConf *conf, const char *key)
 }
 
 /*
- * Raises the denial.  Inside a PostgREST request the error takes the
- * form that makes PostgREST answer 429 with a Retry-After header.
+ * Raises a trigger's denial: SQLSTATE PT429, or inside a PostgREST request
+ * the form that makes PostgREST answer 429 with a Retry-After header.
  */
 void
-rl_trigger_denied(RlTriggerConf *conf, const char *desc, const RlAnswer *answer)
+rl_trigger_raise(RlTriggerConf *conf, const char *detail, const char *hint,
+				 const RlAnswer *answer)
 {
 	char	   *message;
-	char	   *detail;
-	char	   *hint;
 
 	message = psprintf("rate limit of " INT64_FORMAT " per %s exceeded on table \"%s\"",
 					   conf->limiter.limit,
 					   rl_window_text(conf->limiter.window_us), conf->table);
-	if (!answer->known)
-		detail = psprintf("Redis is unavailable and ratelimit.failure_mode is \"closed\". Retry after " INT64_FORMAT " ms.",
-						  answer->retry_after_ms);
-	else
-		detail = psprintf("Key %s is over the limit. Retry after " INT64_FORMAT " ms.",
-						  desc, answer->retry_after_ms);
-	hint = psprintf("Trigger \"%s\" limits the rows written per key; try again after the wait.",
-					conf->trigger);
-
 	if (rl_in_postgrest_request())
 		rl_raise_postgrest(message, detail, hint, answer, &conf->limiter);
 	ereport(ERROR,
@@ -406,6 +399,24 @@ rl_trigger_denied(RlTriggerConf *conf, const char *desc, const RlAnswer *answer)
 			 errdetail_internal("%s", detail),
 			 errhint("%s", hint)));
 	pg_unreachable();
+}
+
+/* The denial of a key (desc) that Redis, or the failure policy, refused. */
+void
+rl_trigger_denied(RlTriggerConf *conf, const char *desc, const RlAnswer *answer)
+{
+	char	   *detail;
+
+	if (!answer->known)
+		detail = psprintf("Redis is unavailable and ratelimit.failure_mode is \"closed\". Retry after " INT64_FORMAT " ms.",
+						  answer->retry_after_ms);
+	else
+		detail = psprintf("Key %s is over the limit. Retry after " INT64_FORMAT " ms.",
+						  desc, answer->retry_after_ms);
+	rl_trigger_raise(conf, detail,
+					 psprintf("Trigger \"%s\" limits the rows written per key; try again after the wait.",
+							  conf->trigger),
+					 answer);
 }
 
 /*

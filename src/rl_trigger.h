@@ -41,6 +41,9 @@ extern void rl_trigger_key(RlTriggerConf *conf, TupleTableSlot *slot,
 						   StringInfo key, StringInfo desc);
 extern int64 rl_trigger_cost(RlTriggerConf *conf, TupleTableSlot *slot);
 extern char *rl_trigger_redis_key(RlTriggerConf *conf, const char *key);
+extern void rl_trigger_raise(RlTriggerConf *conf, const char *detail,
+							 const char *hint,
+							 const RlAnswer *answer) pg_attribute_noreturn();
 extern void rl_trigger_denied(RlTriggerConf *conf, const char *desc,
 							  const RlAnswer *answer) pg_attribute_noreturn();
 

@@ -57,6 +57,7 @@ typedef struct RlGroup
 	int64		cost;
 } RlGroup;
 
+/* Groups are found by their limiter key, a string of any length. */
 static uint32
 rl_group_hash(const void *key, Size keysize)
 {
@@ -71,39 +72,29 @@ rl_group_match(const void *key1, const void *key2, Size keysize)
 	return strcmp(*(char *const *) key1, *(char *const *) key2);
 }
 
-/* A group whose rows alone exceed the limit: no wait can help it. */
+/*
+ * A key whose rows alone exceed the limit: no wait can help it, so the
+ * statement fails before Redis is asked.  Inside PostgREST the 429 says
+ * to wait a window, the least that could help a smaller retry.
+ */
 static void
 rl_group_too_big(RlTriggerConf *conf, RlGroup *group)
 {
 	RlAnswer	answer = {0};
-	char	   *message;
 	char	   *detail;
-	char	   *hint;
 
-	message = psprintf("rate limit of " INT64_FORMAT " per %s exceeded on table \"%s\"",
-					   conf->limiter.limit,
-					   rl_window_text(conf->limiter.window_us), conf->table);
 	if (conf->costcol == 0)
 		detail = psprintf("The statement writes more than " INT64_FORMAT " rows for key %s, which no window can admit.",
 						  conf->limiter.limit, group->desc);
 	else
 		detail = psprintf("The statement's rows for key %s cost more than " INT64_FORMAT " in total (column \"%s\"), which no window can admit.",
 						  group->desc, conf->limiter.limit, conf->costname);
-	hint = psprintf("Trigger \"%s\" limits the rows written per key; split the statement into smaller ones.",
-					conf->trigger);
-
-	if (rl_in_postgrest_request())
-	{
-		/* A wait of one window is the least that could help a smaller retry. */
-		answer.known = false;
-		answer.retry_after_ms = (conf->limiter.window_us + 999) / 1000;
-		rl_raise_postgrest(message, detail, hint, &answer, &conf->limiter);
-	}
-	ereport(ERROR,
-			(errcode(RL_ERRCODE_RATE_LIMITED),
-			 errmsg_internal("%s", message),
-			 errdetail_internal("%s", detail),
-			 errhint("%s", hint)));
+	answer.known = false;
+	answer.retry_after_ms = (conf->limiter.window_us + 999) / 1000;
+	rl_trigger_raise(conf, detail,
+					 psprintf("Trigger \"%s\" limits the rows written per key; split the statement into smaller ones.",
+							  conf->trigger),
+					 &answer);
 }
 
 /*
