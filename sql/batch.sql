@@ -1,6 +1,10 @@
 --
 -- rl_allow_many: many keys against one limiter, in one round trip
 --
+-- Keys of this suite start with "batch:".  pg_regress creates the
+-- database afresh and its OID is part of every Redis key, so no state of
+-- an earlier run can leak in.
+--
 -- The clock is pinned: 1700000000000 ms is 20 s into a minute, so a
 -- one-minute fixed window ends 40000 ms later.
 SET ratelimit.test_clock_ms = 1700000000000;

@@ -1,6 +1,9 @@
 --
 -- The README's examples, as written there
 --
+-- pg_regress creates the database afresh and its OID is part of every
+-- Redis key, so no state of an earlier run can leak in.
+--
 -- The clock is pinned at 1700000000000 ms (20 s into a minute) so that
 -- every wait below is exact.
 SET ratelimit.test_clock_ms = 1700000000000;

@@ -1,6 +1,10 @@
 --
 -- rl_allow_layered: several rules for one key, consumed all or nothing
 --
+-- Keys of this suite start with "layered:".  pg_regress creates the
+-- database afresh and its OID is part of every Redis key, so no state of
+-- an earlier run can leak in.
+--
 -- The clock is pinned at T0 = 1700000000000 ms (2023-11-14 22:13:20 UTC),
 -- 80000 s into its UTC day: a one-day fixed window ends 6400000 ms later.
 SET ratelimit.test_clock_ms = 1700000000000;

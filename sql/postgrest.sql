@@ -1,6 +1,10 @@
 --
 -- rl_postgrest_guard and the PostgREST form of errors
 --
+-- Objects of this suite start with "pgrst_".  pg_regress creates the
+-- database afresh and its OID is part of every Redis key, so no state of
+-- an earlier run can leak in.
+--
 -- Each request below is what PostgREST sends: a transaction (READ ONLY
 -- for GET), the role switch, the request settings, then the
 -- db-pre-request function.  The clock is pinned.

@@ -1,6 +1,10 @@
 --
 -- rl_throttle (row trigger) and rl_throttle_statement (statement trigger)
 --
+-- Tables of this suite start with "trig_", so its limiter keys start with
+-- "public.trig_".  pg_regress creates the database afresh and its OID is
+-- part of every Redis key, so no state of an earlier run can leak in.
+--
 -- The clock is pinned at 1700000000000 ms, 20 s into a minute.
 SET ratelimit.test_clock_ms = 1700000000000;
 
