@@ -4,10 +4,16 @@
 -- the algorithm files and a main part (allow.lua or layered.lua) into one
 -- script per entry point, so each script is self-contained in Redis.
 --
--- Units: times and windows are integer microseconds; state that grows
--- continuously (buckets, GCRA) is kept "scaled", as units x window, so
--- that all arithmetic stays on whole numbers that a Lua double holds
--- exactly while limit x window stays below 2^53.
+-- Units: times and windows are integer microseconds.  State that grows
+-- continuously (buckets, GCRA) is kept scaled so that one unit is
+-- window / g and the rate is limit / g per microsecond, where
+-- g = gcd(limit, window): every quantity is then a whole number, and the
+-- extension admits only parameters for which limit x window / g stays
+-- below 2^53, where a Lua double is exact.
+--
+-- A clock that moved back is never trusted to grant anything: each
+-- algorithm works at the newest time its state has seen and reports its
+-- waits from the caller's own clock.  A call of cost 0 writes nothing.
 
 -- The clock: Redis TIME, unless the caller pinned one (tests only).
 local function rl_clock(pinned)
@@ -17,6 +23,14 @@ local function rl_clock(pinned)
   end
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- Greatest common divisor of two whole numbers.
+local function rl_gcd(a, b)
+  while b ~= 0 do
+    a, b = b, a % b
+  end
+  return a
 end
 
 -- Microseconds to whole milliseconds, rounded up, never negative.

@@ -30,9 +30,12 @@ local function fixed_window(key, limit, window, cost, now)
   if used > 0 then
     reset = ends - now
   end
-  local function apply()
-    redis.call('HSET', key, 'w', rl_num(start), 'n', rl_num(used))
-    rl_expire(key, reset)
+  local apply = nil
+  if cost > 0 then
+    apply = function()
+      redis.call('HSET', key, 'w', rl_num(start), 'n', rl_num(used))
+      rl_expire(key, reset)
+    end
   end
   return true, limit - used, 0, reset, apply
 end

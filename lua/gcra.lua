@@ -4,33 +4,40 @@
 -- burst `limit`.  One key holds the theoretical arrival time (TAT); a
 -- call of cost c is admitted when max(TAT, now) + c x T - now <= window.
 --
--- State: string "<us>+<r>/<limit>", the TAT as whole microseconds plus
--- an exact fraction, so T never has to be rounded.
+-- State: string "<us>+<r>/<d>", the TAT as whole microseconds plus the
+-- exact fraction r/d, with d = limit / gcd(limit, window), so T is never
+-- rounded.  A clock that moved back only makes TAT - now larger.
 
 local function gcra(key, limit, window, cost, now)
-  -- debt = (TAT - now) x limit, in microseconds x units; whole numbers.
+  local g = rl_gcd(limit, window)
+  local unit = window / g               -- T, in 1/rate microseconds
+  local rate = limit / g                -- fractions of a microsecond kept
+  -- debt = (TAT - now) x rate, a whole number.
   local debt = 0
   local st = redis.call('GET', key)
   if st then
     local us, r, d = string.match(st, '^(%d+)%+(%d+)/(%d+)$')
-    debt = (tonumber(us) - now) * limit + tonumber(r) * limit / tonumber(d)
+    debt = (tonumber(us) - now) * rate + math.ceil(tonumber(r) * rate / tonumber(d))
     if debt < 0 then
       debt = 0
     end
   end
 
-  local full = limit * window
-  local after = debt + cost * window
+  local full = limit * unit             -- window x rate
+  local after = debt + cost * unit
   if after > full then
-    return false, math.floor((full - debt) / window), (after - full) / limit,
-           debt / limit, nil
+    return false, math.floor((full - debt) / unit), (after - full) / rate,
+           debt / rate, nil
   end
 
-  local function apply()
-    local r = after % limit
-    local us = now + (after - r) / limit
-    redis.call('SET', key, rl_num(us) .. '+' .. rl_num(r) .. '/' .. rl_num(limit))
-    rl_expire(key, after / limit)
+  local apply = nil
+  if cost > 0 then
+    apply = function()
+      local r = after % rate
+      local us = now + (after - r) / rate
+      redis.call('SET', key, rl_num(us) .. '+' .. rl_num(r) .. '/' .. rl_num(rate))
+      rl_expire(key, after / rate)
+    end
   end
-  return true, math.floor((full - after) / window), 0, after / limit, apply
+  return true, math.floor((full - after) / unit), 0, after / rate, apply
 end

@@ -4,39 +4,51 @@
 -- bucket of size `limit` that drains continuously at `limit` per window
 -- and starts empty; a call that would overflow the bucket is refused.
 --
--- State: hash {level = units x window (us), ts = time of that level,
--- window = the window (us) the level is scaled by}.
+-- State: hash {level = units x unit, ts = time of that level,
+-- unit = the scale (window / gcd(limit, window)) the level is kept in}.
 
 local function leaky_bucket(key, limit, window, cost, now)
-  local full = limit * window
+  local g = rl_gcd(limit, window)
+  local unit = window / g               -- one unit, in level
+  local rate = limit / g                -- level drained per microsecond
+  local full = limit * unit
   local level, ts = 0, now
-  local st = redis.call('HMGET', key, 'level', 'ts', 'window')
+  local st = redis.call('HMGET', key, 'level', 'ts', 'unit')
   if st[1] then
     level = tonumber(st[1])
     ts = tonumber(st[2])
-    -- Scaled by the window it was stored with; rescale if that changed.
+    -- Kept in another scale when the limit or window changed: convert,
+    -- rounding up.
     local was = tonumber(st[3])
-    if was and was ~= window then
-      level = level / was * window
+    if was ~= unit then
+      level = math.ceil(level / was * unit)
     end
     -- A clock that moved back drains nothing.
     if now > ts then
-      level = math.max(0, level - (now - ts) * limit)
+      level = math.max(0, level - (now - ts) * rate)
       ts = now
     end
   end
 
-  local pour = cost * window
+  local shift = ts - now                -- > 0 only after a step back
+  local pour = cost * unit
   if level + pour > full then
-    return false, math.floor((full - level) / window),
-           (level + pour - full) / limit, level / limit, nil
+    return false, math.floor(math.max(0, full - level) / unit),
+           shift + (level + pour - full) / rate, shift + level / rate, nil
   end
 
   level = level + pour
-  local function apply()
-    redis.call('HSET', key, 'level', rl_num(level), 'ts', rl_num(ts),
-               'window', rl_num(window))
-    rl_expire(key, level / limit)
+  local reset = 0
+  if level > 0 then
+    reset = shift + level / rate
   end
-  return true, math.floor((full - level) / window), 0, level / limit, apply
+  local apply = nil
+  if cost > 0 then
+    apply = function()
+      redis.call('HSET', key, 'level', rl_num(level), 'ts', rl_num(ts),
+                 'unit', rl_num(unit))
+      rl_expire(key, reset)
+    end
+  end
+  return true, math.floor((full - level) / unit), 0, reset, apply
 end

@@ -9,16 +9,17 @@
 -- sum is kept multiplied by the window length so it stays whole.
 
 local function sliding_counter(key, limit, window, cost, now)
+  local at = now
   local start = now - now % window
   local cur, prev = 0, 0
   local st = redis.call('HMGET', key, 'w', 'cur', 'prev')
   if st[1] then
     local w = tonumber(st[1])
     if w >= start then
-      -- Same window; a clock that moved back counts from the start of
-      -- the newest window seen, where the previous window weighs most.
+      -- Same window; a clock that moved back works from the start of the
+      -- newest window seen, where the previous window weighs most.
       if w > start then
-        now = w
+        at = w
       end
       start = w
       cur = tonumber(st[2])
@@ -28,7 +29,8 @@ local function sliding_counter(key, limit, window, cost, now)
     end
   end
 
-  local left = window - (now - start)   -- us of the previous window still inside
+  local shift = at - now                -- > 0 only after a step back
+  local left = window - (at - start)    -- us of the previous window still inside
   local used = prev * left + cur * window
   local remaining = limit - cur - math.ceil(prev * left / window)
 
@@ -46,20 +48,22 @@ local function sliding_counter(key, limit, window, cost, now)
     if cur > 0 then
       reset = left + window
     end
-    return false, math.max(0, remaining), wait, reset, nil
+    return false, math.max(0, remaining), shift + wait, shift + reset, nil
   end
 
-  cur = cur + cost
   local reset = 0
-  if cur > 0 then
-    reset = left + window
+  if cur + cost > 0 then
+    reset = shift + left + window
   elseif prev > 0 then
-    reset = left
+    reset = shift + left
   end
-  local function apply()
-    redis.call('HSET', key, 'w', rl_num(start), 'cur', rl_num(cur),
-               'prev', rl_num(prev))
-    rl_expire(key, reset)
+  local apply = nil
+  if cost > 0 then
+    apply = function()
+      redis.call('HSET', key, 'w', rl_num(start), 'cur', rl_num(cur + cost),
+                 'prev', rl_num(prev))
+      rl_expire(key, reset)
+    end
   end
   return true, math.max(0, remaining - cost), 0, reset, apply
 end

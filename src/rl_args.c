@@ -118,6 +118,36 @@ rl_check_limiter(const RlLimiter *limiter)
 						cap, rl_algorithm_name(limiter->algorithm)),
 				 limiter->algorithm == RL_SLIDING_LOG ?
 				 errdetail("The sliding log stores one entry per unit.") : 0));
+
+	/*
+	 * The buckets and GCRA count in steps of window / gcd(limit, window)
+	 * microseconds; their scripts are exact while limit times that step
+	 * fits a double's 53-bit mantissa.  Round numbers always fit (10^9 per
+	 * day does); a prime limit over a long, odd window may not.
+	 */
+	if (limiter->algorithm == RL_TOKEN_BUCKET ||
+		limiter->algorithm == RL_LEAKY_BUCKET ||
+		limiter->algorithm == RL_GCRA)
+	{
+		int64		a = limiter->limit;
+		int64		b = limiter->window_us;
+
+		while (b != 0)
+		{
+			int64		t = a % b;
+
+			a = b;
+			b = t;
+		}
+		if (limiter->limit > (INT64CONST(1) << 53) / (limiter->window_us / a))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("rate limit " INT64_FORMAT " per " INT64_FORMAT " microseconds is too fine for %s",
+							limiter->limit, limiter->window_us,
+							rl_algorithm_name(limiter->algorithm)),
+					 errdetail("limit x window / gcd(limit, window in microseconds) must stay below 2^53 for exact arithmetic."),
+					 errhint("Round the limit or the window, for example to whole seconds.")));
+	}
 }
 
 /* A cost above the limit could never pass; saying so beats denying forever. */
