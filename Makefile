@@ -12,6 +12,7 @@ OBJS = \
 	src/ratelimit.o \
 	src/rl_guc.o \
 	src/rl_args.o \
+	src/rl_cache.o \
 	src/rl_conn.o \
 	src/rl_scripts.o \
 	src/rl_batch.o \

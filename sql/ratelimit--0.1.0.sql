@@ -42,7 +42,8 @@ CREATE FUNCTION rl_status(
 	OUT fail_closed bigint,
 	OUT failures bigint,
 	OUT connects bigint,
-	OUT script_loads bigint)
+	OUT script_loads bigint,
+	OUT cached bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'rl_status'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;

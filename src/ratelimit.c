@@ -22,6 +22,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "rl_cache.h"
 #include "rl_scripts.h"
 
 PG_MODULE_MAGIC;
@@ -44,8 +45,9 @@ _PG_init(void)
 }
 
 /*
- * Checks n keys against one limiter in a single round trip.  While Redis
- * is unavailable every answer is the failure policy's.
+ * Checks n keys against one limiter in a single round trip.  Keys the
+ * deny cache answers (rl_cache.c) are left out of it; while Redis is
+ * unavailable every other answer is the failure policy's.
  */
 void
 rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
@@ -53,38 +55,57 @@ rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
 {
 	RlScriptCall *calls = palloc(sizeof(RlScriptCall) * n);
 	redisReply **replies = palloc0(sizeof(redisReply *) * n);
+	RlAnswer   *got = palloc(sizeof(RlAnswer) * n);
+	int		   *slot = palloc(sizeof(int) * n);
 	char		limit[24];
 	char		window[24];
 	const char *clock = rl_clock_arg();
+	int			m = 0;
 
 	snprintf(limit, sizeof(limit), INT64_FORMAT, limiter->limit);
 	snprintf(window, sizeof(window), INT64_FORMAT, limiter->window_us);
+	rl_counters.calls += n;
 	for (int i = 0; i < n; i++)
 	{
-		RlScriptCall *call = &calls[i];
+		char	   *rkey = rl_redis_key(keys[i], keylens[i], limiter, false);
+		RlScriptCall *call = &calls[m];
 
+		if (rl_cache_lookup(rkey, limiter, costs[i], &answers[i]))
+		{
+			rl_counters.cached++;
+			rl_counters.denied++;
+			continue;
+		}
 		rl_script_call_init(call, limiter->algorithm, 1, 5);
-		rl_script_call_set(call, 0, rl_redis_key(keys[i], keylens[i], limiter, false));
+		rl_script_call_set(call, 0, rkey);
 		rl_script_call_set(call, 1, limit);
 		rl_script_call_set(call, 2, window);
 		rl_script_call_set(call, 3, psprintf(INT64_FORMAT, costs[i]));
 		rl_script_call_set(call, 4, clock);
+		slot[m++] = i;
 	}
+	if (m == 0)
+		return;
 
-	rl_counters.calls += n;
-	if (!rl_run_scripts(calls, n, replies))
+	if (!rl_run_scripts(calls, m, replies))
 	{
-		for (int i = 0; i < n; i++)
-			rl_policy_answer(&answers[i]);
+		for (int j = 0; j < m; j++)
+			rl_policy_answer(&answers[slot[j]]);
 		return;
 	}
-	rl_take_answers(replies, n, answers);
-	for (int i = 0; i < n; i++)
+	rl_take_answers(replies, m, got);
+	for (int j = 0; j < m; j++)
 	{
-		if (answers[i].allowed)
+		int			i = slot[j];
+
+		answers[i] = got[j];
+		if (got[j].allowed)
 			rl_counters.allowed++;
 		else
+		{
 			rl_counters.denied++;
+			rl_cache_remember(calls[j].params[0], limiter, costs[i], &got[j]);
+		}
 	}
 }
 
@@ -189,6 +210,7 @@ rl_reset(PG_FUNCTION_ARGS)
 
 	argv[0] = "DEL";
 	argv[1] = rl_redis_key(key, keylen, &limiter, false);
+	rl_cache_forget(argv[1]);
 	argvlen[0] = 3;
 	argvlen[1] = strlen(argv[1]);
 	if (!rl_run_command(&cmd, &reply))
@@ -209,8 +231,8 @@ Datum
 rl_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	desc;
-	Datum		values[13];
-	bool		nulls[13] = {0};
+	Datum		values[14];
+	bool		nulls[14] = {0};
 	const char *version = rl_conn_server_version();
 	TimestampTz error_at;
 	const char *error = rl_conn_last_error(&error_at);
@@ -236,5 +258,6 @@ rl_status(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum(rl_counters.failures);
 	values[i++] = Int64GetDatum(rl_counters.connects);
 	values[i++] = Int64GetDatum(rl_counters.script_loads);
+	values[i++] = Int64GetDatum(rl_counters.cached);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }

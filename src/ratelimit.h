@@ -106,6 +106,7 @@ typedef struct RlCounters
 	int64		failures;
 	int64		connects;
 	int64		script_loads;
+	int64		cached;			/* denials answered by the deny cache */
 } RlCounters;
 
 extern RlCounters rl_counters;

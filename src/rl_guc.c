@@ -23,7 +23,7 @@
 
 #include "utils/guc.h"
 
-#include "ratelimit.h"
+#include "rl_cache.h"
 
 char	   *rl_redis_host = NULL;
 int			rl_redis_port = 6379;
@@ -210,6 +210,17 @@ rl_define_settings(void)
 							 "When off, the same key names the same limiter in every database.",
 							 &rl_isolate_databases,
 							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL,
+							 NULL,
+							 NULL);
+
+	DefineCustomBoolVariable("ratelimit.deny_cache",
+							 "Answers a denied limiter locally until its retry time has passed.",
+							 "Spares Redis a flood on a denied key; an rl_reset made by another backend is seen only when the cached denial expires.",
+							 &rl_deny_cache,
+							 false,
 							 PGC_SUSET,
 							 0,
 							 NULL,

@@ -1,0 +1,26 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_cache.h
+ *	  The local over-limit cache.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_cache.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RL_CACHE_H
+#define RL_CACHE_H
+
+#include "ratelimit.h"
+
+extern bool rl_deny_cache;
+
+extern bool rl_cache_lookup(const char *rkey, const RlLimiter *limiter,
+							int64 cost, RlAnswer *answer);
+extern void rl_cache_remember(const char *rkey, const RlLimiter *limiter,
+							  int64 cost, const RlAnswer *answer);
+extern void rl_cache_forget(const char *rkey);
+
+#endif							/* RL_CACHE_H */

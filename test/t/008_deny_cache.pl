@@ -1,0 +1,94 @@
+# test/t/008_deny_cache.pl
+#
+# The local over-limit cache (ratelimit.deny_cache).  Off, every call on a
+# denied key is a Redis round trip.  On, a backend answers a denied
+# limiter itself until the retry time Redis gave has passed, so a flood
+# costs Redis one call per backend per retry period, and the cache never
+# admits anything Redis would refuse: once the retry time has passed the
+# call goes to Redis again and is admitted.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+use RLRedis qw(rl_node rl_session rl_run);
+
+my $redis = RLRedis->new(name => 'r008');
+my $node = rl_node('c008', $redis);
+
+# Calls one limiter n times in one statement; (allowed, denied).
+sub flood
+{
+	my ($s, $key, $n, $cost) = @_;
+	$cost //= 1;
+	my ($out) = rl_run($s,
+		"SELECT count(*) FILTER (WHERE a), count(*) FILTER (WHERE NOT a) FROM "
+		  . "(SELECT (rl_allow('$key', 'gcra', 5, '3 seconds', $cost)).allowed AS a "
+		  . "FROM generate_series(1, $n)) s");
+	return split /\|/, $out;
+}
+
+sub evalsha_calls { $redis->cmdstat('evalsha')->{calls} // 0 }
+
+my $s = rl_session($node);
+
+# Off (the default): every call reaches Redis.
+$redis->cli('CONFIG', 'RESETSTAT');
+my ($ok, $no) = flood($s, 'off', 2000);
+is("$ok/$no", '5/1995', 'cache off: 5 of 2000 allowed');
+is(evalsha_calls(), 2000, 'cache off: 2000 calls reach Redis');
+
+# On: the first denial is remembered until its retry time.
+rl_run($s, 'SET ratelimit.deny_cache = on');
+$redis->cli('CONFIG', 'RESETSTAT');
+($ok, $no) = flood($s, 'on', 2000);
+is("$ok/$no", '5/1995', 'cache on: the same 5 of 2000 allowed');
+my $calls = evalsha_calls();
+ok($calls <= 7, "cache on: Redis saw $calls calls for 2000 (5 admitted + 1 denial)");
+my ($cached) = rl_run($s, 'SELECT cached FROM rl_status()');
+ok($cached >= 1990, "rl_status().cached counts the local answers ($cached)");
+
+# A cached answer looks like Redis's: denied, retry counting down.
+my ($row) = rl_run($s,
+	"SELECT allowed, remaining, retry_after_ms BETWEEN 1 AND 600, reset_after_ms > 0 "
+	  . "FROM rl_allow('on', 'gcra', 5, '3 seconds')");
+is($row, 'f|0|t|t', 'a cached denial has remaining 0 and a retry within one interval');
+
+# A different limit or window is another question: it goes to Redis.
+$redis->cli('CONFIG', 'RESETSTAT');
+rl_run($s, "SELECT * FROM rl_allow('on', 'gcra', 50, '3 seconds')");
+is(evalsha_calls(), 1, 'another limit for the same key is asked of Redis');
+
+# After the retry time the next call goes to Redis and is admitted: the
+# cache never refuses beyond what Redis would.
+my ($retry) = rl_run($s, "SELECT retry_after_ms FROM rl_allow('on', 'gcra', 5, '3 seconds')");
+usleep(($retry + 20) * 1000);
+$redis->cli('CONFIG', 'RESETSTAT');
+($row) = rl_run($s, "SELECT allowed FROM rl_allow('on', 'gcra', 5, '3 seconds')");
+is($row, 't', "after the retry time ($retry ms) the call is admitted");
+is(evalsha_calls(), 1, 'and it was asked of Redis');
+
+# rl_reset in this backend forgets the cached denial too.
+flood($s, 'reset', 10);
+rl_run($s, "SELECT rl_reset('reset', 'gcra')");
+($row) = rl_run($s, "SELECT allowed FROM rl_allow('reset', 'gcra', 5, '3 seconds')");
+is($row, 't', 'rl_reset clears the local denial');
+
+# Ordinary roles cannot turn it on or off.
+my ($out, $err) = rl_run($s,
+	"CREATE ROLE plain; SET ROLE plain; SET ratelimit.deny_cache = off; RESET ROLE");
+like($err, qr/42501/, 'ratelimit.deny_cache is superuser-only');
+
+# A pinned clock never uses the cache (tests stay exact).
+rl_run($s, 'RESET ROLE; SET ratelimit.test_clock_ms = 1800000000000');
+$redis->cli('CONFIG', 'RESETSTAT');
+flood($s, 'pinned', 100);
+is(evalsha_calls(), 100, 'with a pinned clock every call reaches Redis');
+
+$s->quit;
+$node->stop;
+done_testing();
