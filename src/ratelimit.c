@@ -186,33 +186,27 @@ rl_peek(PG_FUNCTION_ARGS)
 }
 
 /*
- * rl_reset(key, algo) RETURNS boolean
- *
- * Forgets a limiter's state; true if there was any.  Administrative, so an
- * unavailable Redis is an ERROR whatever the failure policy says.
+ * Deletes limiter keys in one DEL; true if any existed.  Administrative,
+ * so an unavailable Redis is an ERROR whatever the failure policy says.
  */
-Datum
-rl_reset(PG_FUNCTION_ARGS)
+bool
+rl_delete_keys(char **keys, int n)
 {
-	RlLimiter	limiter = {0};
-	char	   *key;
-	int			keylen;
-	const char *argv[2];
-	size_t		argvlen[2];
-	RlCommand	cmd = {2, argv, argvlen};
+	const char **argv = palloc(sizeof(char *) * (n + 1));
+	size_t	   *argvlen = palloc(sizeof(size_t) * (n + 1));
+	RlCommand	cmd = {n + 1, argv, argvlen};
 	redisReply *reply;
 	bool		existed;
 	TimestampTz at;
 
-	rl_require_args(fcinfo, 2);
-	key = rl_check_key(PG_GETARG_TEXT_PP(0), &keylen);
-	limiter.algorithm = rl_parse_algorithm(PG_GETARG_TEXT_PP(1));
-
 	argv[0] = "DEL";
-	argv[1] = rl_redis_key(key, keylen, &limiter, false);
-	rl_cache_forget(argv[1]);
 	argvlen[0] = 3;
-	argvlen[1] = strlen(argv[1]);
+	for (int i = 0; i < n; i++)
+	{
+		rl_cache_forget(keys[i]);
+		argv[i + 1] = keys[i];
+		argvlen[i + 1] = strlen(keys[i]);
+	}
 	if (!rl_run_command(&cmd, &reply))
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
@@ -220,7 +214,22 @@ rl_reset(PG_FUNCTION_ARGS)
 				 errdetail_internal("%s", rl_conn_last_error(&at))));
 	existed = reply->type == REDIS_REPLY_INTEGER && reply->integer > 0;
 	freeReplyObject(reply);
-	PG_RETURN_BOOL(existed);
+	return existed;
+}
+
+/* rl_reset(key, algo) RETURNS boolean: forgets a limiter's state. */
+Datum
+rl_reset(PG_FUNCTION_ARGS)
+{
+	RlLimiter	limiter = {0};
+	char	   *key;
+	int			keylen;
+
+	rl_require_args(fcinfo, 2);
+	key = rl_check_key(PG_GETARG_TEXT_PP(0), &keylen);
+	limiter.algorithm = rl_parse_algorithm(PG_GETARG_TEXT_PP(1));
+	key = rl_redis_key(key, keylen, &limiter, false);
+	PG_RETURN_BOOL(rl_delete_keys(&key, 1));
 }
 
 /*

@@ -115,6 +115,7 @@ extern RlCounters rl_counters;
 extern void rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
 						  const int64 *costs, int n, RlAnswer *answers);
 extern HeapTuple rl_answer_tuple(TupleDesc desc, const RlAnswer *answer);
+extern bool rl_delete_keys(char **keys, int n);
 
 /* rl_layered.c: several limiters checked and consumed all or nothing */
 extern int	rl_check_rules(char **redis_keys, const RlLimiter *limiters,

@@ -237,35 +237,9 @@ rl_reset_layered(PG_FUNCTION_ARGS)
 	RlLimiter	limiters[RL_MAX_RULES];
 	char	  **keys;
 	int			n;
-	const char **argv;
-	size_t	   *argvlen;
-	RlCommand	cmd;
-	redisReply *reply;
-	bool		existed;
-	TimestampTz at;
 
 	rl_require_args(fcinfo, 2);
 	n = rl_parse_rules(PG_GETARG_ARRAYTYPE_P(1), limiters);
 	keys = rl_layered_keys(PG_GETARG_TEXT_PP(0), limiters, n);
-
-	argv = palloc(sizeof(char *) * (n + 1));
-	argvlen = palloc(sizeof(size_t) * (n + 1));
-	argv[0] = "DEL";
-	argvlen[0] = 3;
-	for (int i = 0; i < n; i++)
-	{
-		argv[i + 1] = keys[i];
-		argvlen[i + 1] = strlen(keys[i]);
-	}
-	cmd.argc = n + 1;
-	cmd.argv = argv;
-	cmd.argvlen = argvlen;
-	if (!rl_run_command(&cmd, &reply))
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("Redis server %s is unavailable", rl_conn_endpoint()),
-				 errdetail_internal("%s", rl_conn_last_error(&at))));
-	existed = reply->type == REDIS_REPLY_INTEGER && reply->integer > 0;
-	freeReplyObject(reply);
-	PG_RETURN_BOOL(existed);
+	PG_RETURN_BOOL(rl_delete_keys(keys, n));
 }
