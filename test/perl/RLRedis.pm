@@ -17,10 +17,11 @@ use IO::Socket::INET;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Test::Builder;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT_OK =
-  qw(rl_node rl_session rl_run rl_start rl_finish rl_wait_for proc_alive);
+our @EXPORT_OK = qw(rl_node rl_session rl_run rl_start rl_finish rl_wait_for
+  proc_alive fact fault_mark fault_done);
 
 my @started;
 
@@ -143,6 +144,98 @@ sub cli_bg
 	return IPC::Run::start [ 'redis-cli', '-p', $self->{port},
 		@{ $self->{auth} }, '--no-auth-warning', @args ],
 	  '<', \undef, '>', \$out, '2>', \$err;
+}
+
+# One command over a connection kept open between calls (binary safe,
+# much faster than a redis-cli per command).  The reply: a string, a
+# number, undef for a nil, an array ref for an array; an error reply is
+# returned as an RLRedis::Error (a blessed ref to its text).  The link is
+# reopened after the server went away.
+sub cmd
+{
+	my ($self, @args) = @_;
+	for my $try (1 .. 2)
+	{
+		my $sock = $self->{sock} //= IO::Socket::INET->new(
+			PeerAddr => '127.0.0.1',
+			PeerPort => $self->{port},
+			Proto => 'tcp',
+			Timeout => 5);
+		die "cannot connect to redis-server on port $self->{port}: $!"
+		  unless $sock;
+		my $req = '*' . scalar(@args) . "\r\n";
+		for my $a (@args)
+		{
+			utf8::encode($a) if utf8::is_utf8($a);
+			$req .= '$' . length($a) . "\r\n$a\r\n";
+		}
+		my $reply = eval {
+			$sock->print($req) or die "write: $!";
+			resp_read($sock);
+		};
+		return $reply unless $@;
+		delete $self->{sock};
+		die "redis-server on port $self->{port}: $@" if $try == 2;
+	}
+}
+
+# Closes the connection cmd() keeps (it would count as a client).
+sub cmd_close
+{
+	my ($self) = @_;
+	close(delete $self->{sock}) if $self->{sock};
+}
+
+sub resp_line
+{
+	my ($sock) = @_;
+	local $/ = "\r\n";
+	my $line = <$sock>;
+	die "connection closed" unless defined $line;
+	chomp $line;
+	return $line;
+}
+
+sub resp_read
+{
+	my ($sock) = @_;
+	my $line = resp_line($sock);
+	my ($type, $rest) = (substr($line, 0, 1), substr($line, 1));
+	return $rest if $type eq '+';
+	return $rest + 0 if $type eq ':';
+	return bless(\$rest, 'RLRedis::Error') if $type eq '-';
+	if ($type eq '$')
+	{
+		return undef if $rest < 0;
+		my $buf = '';
+		while (length($buf) < $rest + 2)
+		{
+			my $n = read($sock, $buf, $rest + 2 - length($buf), length($buf));
+			die "connection closed" unless $n;
+		}
+		return substr($buf, 0, $rest);
+	}
+	if ($type eq '*')
+	{
+		return undef if $rest < 0;
+		return [ map { resp_read($sock) } 1 .. $rest ];
+	}
+	die "unexpected RESP reply: $line";
+}
+
+# Every key of the current database (binary safe, unlike redis-cli --scan).
+sub scan_all
+{
+	my ($self, $pattern) = @_;
+	my ($cursor, @keys) = (0);
+	do
+	{
+		my $r = $self->cmd('SCAN', $cursor, 'COUNT', 1000,
+			defined $pattern ? ('MATCH', $pattern) : ());
+		($cursor, my $batch) = @$r;
+		push @keys, @$batch;
+	} while ($cursor ne '0');
+	return @keys;
 }
 
 # Field of INFO <section>, e.g. info('clients', 'connected_clients').
@@ -298,6 +391,37 @@ sub rl_wait_for
 		usleep(10_000);
 	}
 	return undef;
+}
+
+# Facts for the closing summary of test/check.sh: each is a line
+# "key<TAB>value" appended to the file named by RL_FACTS (nothing happens
+# when it is unset, e.g. under a bare prove).  Keys name a figure and the
+# suite it came from, e.g. "calls.001"; check.sh adds them up.
+sub fact
+{
+	my ($key, $value) = @_;
+	my $file = $ENV{RL_FACTS} or return;
+	open my $fh, '>>', $file or die "$file: $!";
+	print $fh "$key\t$value\n";
+	close $fh;
+}
+
+# A fault is "survived" when every test point run while it was staged
+# passed: fault_mark() before staging it, fault_done(name, mark) after its
+# last check, which records "fault<TAB>name" or "fault_failed<TAB>name".
+sub fault_mark
+{
+	return Test::Builder->new->current_test;
+}
+
+sub fault_done
+{
+	my ($name, $mark) = @_;
+	my @summary = Test::Builder->new->summary;
+	my @since = @summary[ $mark .. $#summary ];
+	my $ok = @since && !grep { !$_ } @since;
+	fact($ok ? 'fault' : 'fault_failed', $name);
+	return $ok;
 }
 
 1;
