@@ -1,0 +1,519 @@
+# test/t/006_isolation.pl
+#
+# Who shares a limiter, and who may change or read the settings.
+#   - Databases on one server and one Redis (named a, a:b and b, so that
+#     names with separators prove nothing) never share a limiter while
+#     ratelimit.isolate_databases is on, and do share when it is off.
+#   - Every Redis key carries an unambiguous "{<database oid>:" or "{all:"
+#     tag; no user key, however it mixes ':', '{', '}' and '%', names
+#     another database's limiter, and two user keys never share one.
+#   - Two PostgreSQL clusters on one Redis do not share with different
+#     key_prefix values (and do with the same one).
+#   - An ordinary role can neither change any ratelimit.* setting nor read
+#     the Redis password, by any path that needs no SECURITY DEFINER
+#     function: SET, set_config, DO, RESET, a function's SET clause, ALTER
+#     ROLE / DATABASE / SYSTEM, connection options, before the library is
+#     loaded in its backend as well as after.  The password never shows in
+#     CLIENT LIST or rl_status().
+#   - Two holes remain while the library is not preloaded, both marked
+#     TODO: before the library loads in a backend, a role can read the
+#     password (an unflagged placeholder), and connection options reset
+#     the settings they name to the built-in defaults.  With
+#     shared_preload_libraries = 'ratelimit' both are closed (checked).
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use RLRedis qw(rl_node fact);
+
+my $redis = RLRedis->new(name => 'r006');
+my $node = rl_node('c006', $redis);
+my ($checks, $miscounted) = (0, 0);
+
+# psql as the superuser or another role: (stdout, stderr).
+sub sql
+{
+	my ($db, $sql, $user) = @_;
+	my ($out, $err) = ('', '');
+	$node->psql($db, $sql,
+		stdout => \$out,
+		stderr => \$err,
+		on_error_stop => 0,
+		extra_params => [ defined $user ? ('-U', $user) : () ]);
+	return ($out, $err);
+}
+
+# A count that must come out exactly; counted for the closing summary.
+sub count_is
+{
+	my ($got, $want, $name) = @_;
+	$checks++;
+	$miscounted++ unless defined $got && $got eq $want;
+	return is($got, $want, $name);
+}
+
+my @dbs = ('a', 'a:b', 'b');
+my %oid;
+for my $db (@dbs)
+{
+	$node->safe_psql('postgres', qq{CREATE DATABASE "$db"});
+	$node->safe_psql($db, 'CREATE EXTENSION ratelimit');
+}
+for my $line (split /\n/, $node->safe_psql('postgres',
+	'SELECT datname, oid FROM pg_database'))
+{
+	my ($name, $oid) = split /\|/, $line;
+	$oid{$name} = $oid;
+}
+note join(', ', map { "$_ = $oid{$_}" } @dbs);
+
+# Remaining after one call of cost 1 on a 5-per-hour limiter.
+sub take
+{
+	my ($db, $key, $algo) = @_;
+	$algo //= 'fixed_window';
+	my ($out, $err) = sql($db,
+		"SELECT remaining FROM rl_allow('$key', '$algo', 5, '1 hour')");
+	return $out eq '' ? "error: $err" : $out;
+}
+
+# The README's key layout.
+sub redis_key
+{
+	my ($ns, $key, $algo, $prefix) = @_;
+	(my $esc = $key) =~ s/%/%25/g;
+	$esc =~ s/\}/%7D/g;
+	return ($prefix // 'rl:') . "{$ns:$esc}:" . ($algo // 'fixed_window');
+}
+
+# 1. Isolated (the default): one key, one algorithm, three databases,
+# three limiters.
+{
+	my @got = map { take($_, 'shared') } @dbs, @dbs;
+	count_is("@got", '4 4 4 3 3 3',
+		'isolated: each database counts its own calls to one key');
+	my @keys = sort $redis->scan_all('rl:*');
+	is_deeply(\@keys, [ sort map { redis_key($oid{$_}, 'shared') } @dbs ],
+		'isolated: one Redis key per database, tagged with its OID');
+}
+
+# 2. Shared (isolate_databases = off, from the configuration): the same
+# key is one limiter across databases, in its own "all" namespace.
+{
+	$node->safe_psql('postgres',
+		"LOAD 'ratelimit'; ALTER SYSTEM SET ratelimit.isolate_databases = off");
+	$node->reload;
+	my @got = map { take($_, 'shared') } @dbs;
+	count_is("@got", '4 3 2', 'shared: the databases count one limiter together');
+	is($redis->cmd('HGET', redis_key('all', 'shared'), 'n'), 3,
+		'shared: one Redis key in the "all" namespace holds all three calls');
+	$node->safe_psql('postgres',
+		"LOAD 'ratelimit'; ALTER SYSTEM RESET ratelimit.isolate_databases");
+	$node->reload;
+	@got = map { take($_, 'shared') } @dbs;
+	count_is("@got", '2 2 2',
+		'isolated again: each database back on its own, untouched limiter');
+}
+
+# 3. Keys crafted in database a to reach database b's limiter "victim":
+# b's OID as a prefix, braces closing the tag, escapes spelled out, the
+# "all" namespace, the algorithm suffix.
+my ($A, $B) = ($oid{a}, $oid{b});
+{
+	is(take('b', 'victim'), 4, "b's limiter 'victim' called once");
+	my @crafted = ("$B:victim", "{$B:victim", "{$B:victim}", "}$B:victim",
+		"$B:victim}:fixed_window", "victim}:fixed_window", "}{$B:victim",
+		"$A}{$B:victim", "all:victim", "{all:victim}", "%7D{$B:victim",
+		"$B%3Avictim", "%25", '%', '}', '%7D', ":$B:victim", "$B:victim:",
+		"victim", "x}:fixed_window:3600000ms");
+	my $sql = join(",\n", map { (my $k = $_) =~ s/'/''/g; "('$k')" } @crafted);
+	my ($out, $err) = sql('a', qq{
+		SELECT count(*) FILTER (WHERE r.allowed AND r.remaining = 3)
+		FROM (VALUES $sql) v(k),
+		LATERAL rl_allow(v.k, 'fixed_window', 5, '1 hour', 2) r});
+	count_is($out, scalar(@crafted),
+		'crafted keys in a: each its own fresh limiter (cost 2 leaves 3)');
+	($out) = sql('a', qq{
+		SELECT * FROM rl_allow_layered('$B:victim',
+			ARRAY[('fixed_window', 5, '1 hour')::rl_rule])});
+	like($out, qr/^t\|4\|0\|\d+$/, 'crafted layered key in a: a fresh limiter');
+	($out) = sql('b', "SELECT remaining FROM rl_peek('victim', 'fixed_window', 5, '1 hour')");
+	count_is($out, 4, "b's limiter untouched by every crafted key");
+
+	my %want = map { redis_key($A, $_) => 1 } @crafted, 'shared';
+	$want{ redis_key($A, "$B:victim", 'fixed_window:3600000ms') } = 1;
+	my @in_a = $redis->scan_all("rl:{$A:*");
+	is_deeply([ sort @in_a ], [ sort keys %want ],
+		'crafted keys: exactly the Redis keys the layout gives, all under {<oid of a>:');
+	my @in_b = $redis->scan_all("rl:{$B:*");
+	is_deeply([ sort @in_b ], [ sort(redis_key($B, 'victim'), redis_key($B, 'shared')) ],
+		"b's namespace holds only b's own keys");
+}
+
+# 4. Random keys heavy in separators: one Redis key per distinct user key,
+# all under a's tag, and reading a Redis key back gives the user key.
+{
+	my @alphabet = (':', ':', '{', '}', '%', '%7D', '%25', '7D', '25', 'D',
+		'a', 'all', $A, $B, '5', "\n", ' ', "\x{e9}");
+	my %keys;
+	while (keys %keys < 400)
+	{
+		my $k = join('', map { $alphabet[ int(rand(@alphabet)) ] } 1 .. 1 + int(rand(8)));
+		$keys{$k} = 1;
+	}
+	my @keys = sort keys %keys;
+	my $arr = join(', ', map {
+		my $k = $_;
+		utf8::encode($k);
+		"convert_from('\\x" . unpack('H*', $k) . "'::bytea, 'UTF8')" } @keys);
+	$redis->cmd('FLUSHALL');
+	my ($out, $err) = sql('a', qq{
+		SELECT count(*) FILTER (WHERE allowed AND remaining = 4), count(*)
+		FROM rl_allow_many(ARRAY[$arr], 'fixed_window', 5, '1 hour')});
+	count_is($out, scalar(@keys) . '|' . scalar(@keys),
+		'400 random keys: 400 fresh limiters');
+	my @rkeys = $redis->scan_all('*');
+	count_is(scalar(@rkeys), scalar(@keys), '400 random keys: 400 Redis keys');
+	my %want = map { my $k = $_; utf8::encode($k); redis_key($A, $k) => 1 } @keys;
+	my @unexpected = grep { !$want{$_} } @rkeys;
+	is(scalar(@unexpected), 0, 'every Redis key is the one the layout gives')
+	  or diag explain [ @unexpected[ 0 .. 4 ] ];
+
+	# Decode: the tag runs to the first "}", the namespace to the first ":".
+	my ($bad, %back) = (0);
+	for my $rk (@rkeys)
+	{
+		my ($ns, $esc, $algo) = $rk =~ /^rl:\{([^:}]*):([^}]*)\}:(.*)$/s;
+		$bad++ unless defined $ns && $ns eq $A && $algo eq 'fixed_window';
+		next unless defined $esc;
+		(my $k = $esc) =~ s/%7D/}/g;
+		$k =~ s/%25/%/g;
+		$back{$k}++;
+	}
+	is($bad, 0, "every key's tag names database a and nothing else");
+	is_deeply([ sort keys %back ],
+		[ sort map { my $k = $_; utf8::encode($k); $k } @keys ],
+		'every Redis key decodes to exactly one user key, and back');
+}
+
+# 5. A second cluster on the same Redis.  Both have a database
+# "postgres" with the same OID, so only key_prefix keeps them apart.
+{
+	my $node2 = rl_node('c006b', $redis, "ratelimit.key_prefix = 'rl2:'\n");
+	my $oid1 = $node->safe_psql('postgres',
+		"SELECT oid FROM pg_database WHERE datname = 'postgres'");
+	my $oid2 = $node2->safe_psql('postgres',
+		"SELECT oid FROM pg_database WHERE datname = 'postgres'");
+	is($oid1, $oid2, 'both clusters have the same OID for "postgres"');
+	my $call = "SELECT remaining FROM rl_allow('cross', 'gcra', 5, '1 hour')";
+	my @got = ($node->safe_psql('postgres', $call),
+		$node2->safe_psql('postgres', $call),
+		$node->safe_psql('postgres', $call),
+		$node2->safe_psql('postgres', $call));
+	count_is("@got", '4 4 3 3', 'different key_prefix: each cluster its own limiter');
+	ok($redis->cmd('EXISTS', redis_key($oid1, 'cross', 'gcra'))
+		  && $redis->cmd('EXISTS', redis_key($oid2, 'cross', 'gcra', 'rl2:')),
+		'different key_prefix: one key under rl: and one under rl2:');
+	my $same = $node2->safe_psql('postgres',
+		"SET ratelimit.key_prefix = 'rl:'; $call");
+	count_is($same, 2, 'the same key_prefix shares the limiter across clusters');
+	$node2->stop;
+}
+
+# 6. Ordinary roles and the settings.  The role "plain" owns database a
+# (so ALTER DATABASE is its to try) and calls the limiter there.
+$node->safe_psql('postgres', q{
+	CREATE ROLE plain LOGIN;
+	ALTER DATABASE a OWNER TO plain;
+});
+$node->safe_psql('a', q{
+	GRANT CREATE ON SCHEMA public TO plain;
+	-- try(sql): 'ok', or the SQLSTATE of the error it raised.  SECURITY
+	-- INVOKER (the default): it runs with the caller's rights.
+	CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+	BEGIN
+		EXECUTE sql;
+		RETURN 'ok';
+	EXCEPTION WHEN OTHERS THEN
+		RETURN SQLSTATE;
+	END
+	$$;
+});
+
+# The password, set the way the README says (Redis first, then ALTER
+# SYSTEM and a reload), and a non-default failure mode and port, which
+# an attacker would like to undo.
+my $secret = 'Isolation-Secret-7731';
+$redis->cmd('CONFIG', 'SET', 'requirepass', $secret);
+$redis->set_auth('-a', $secret);
+$redis->cmd('AUTH', $secret);
+$node->safe_psql('postgres', qq{
+	SET log_statement = 'none';
+	LOAD 'ratelimit';
+	ALTER SYSTEM SET ratelimit.redis_password = '$secret';
+	ALTER SYSTEM SET ratelimit.failure_mode = 'closed';
+	SELECT pg_reload_conf();
+});
+sleep 1;
+
+# Every setting (as the superuser lists them), with a value to try.
+my %try = (
+	'ratelimit.redis_host' => '10.9.9.9',
+	'ratelimit.redis_port' => '6390',
+	'ratelimit.redis_socket' => '/tmp/evil.sock',
+	'ratelimit.redis_db' => '7',
+	'ratelimit.redis_username' => 'evil',
+	'ratelimit.redis_password' => 'evil',
+	'ratelimit.connect_timeout' => '1',
+	'ratelimit.command_timeout' => '1',
+	'ratelimit.failure_mode' => 'open',
+	'ratelimit.retry_interval' => '3600000',
+	'ratelimit.key_prefix' => 'evil:',
+	'ratelimit.isolate_databases' => 'off',
+	'ratelimit.test_clock_ms' => '1',
+	'ratelimit.deny_cache' => 'on');
+my %configured;
+for my $line (split /\n/, $node->safe_psql('a',
+	"LOAD 'ratelimit'; SELECT name, setting FROM pg_settings "
+	  . "WHERE name LIKE 'ratelimit.%'"))
+{
+	my ($n, $v) = split /\|/, $line, 2;
+	$configured{$n} = $v;
+}
+my @settings = (sort(keys %configured), 'ratelimit.redis_password');
+my @plain_settings = grep { !/password/ } @settings;
+$try{$_} //= 'x' for @settings;
+is($configured{'ratelimit.failure_mode'}, 'closed', 'configured: failure_mode closed');
+note scalar(@settings) . ' settings: ' . join(' ', @settings);
+
+my @seen;    # everything the ordinary role was shown
+
+# The settings as a role's backend sees them once the library is loaded:
+# the names whose value differs from the configured one.
+sub changed_after
+{
+	my ($prelude, $pgoptions) = @_;
+	local $ENV{PGOPTIONS} = $pgoptions if $pgoptions;
+	my ($out, $err) = sql('a',
+		"$prelude;\n"
+		  . "SELECT 'call', allowed FROM rl_peek('plain', 'gcra', 5, '1 hour');\n"
+		  . "SELECT name, setting FROM pg_settings WHERE name LIKE 'ratelimit.%';\n",
+		'plain');
+	push @seen, $out, $err;
+	my %v = map { split /\|/, $_, 2 } grep { /^ratelimit\./ } split /\n/, $out;
+	return ([ map { "$_=" . ($v{$_} // '<none>') }
+		  grep { ($v{$_} // '') ne $configured{$_} } sort keys %configured ],
+		$out, $err);
+}
+
+# 6a. In a backend that has loaded the library: every path is refused.
+{
+	my @paths = (
+		[ 'SET', q{SET %s = %L} ],
+		[ 'SET LOCAL', q{SET LOCAL %s = %L} ],
+		[ 'set_config', q{SELECT set_config(%L, %L, false)} ],
+		[ 'set_config is_local', q{SELECT set_config(%L, %L, true)} ],
+		[ 'RESET', q{RESET %s} ],
+		[ 'DO', q{DO $d$ BEGIN PERFORM set_config(%L, %L, false); END $d$} ],
+		[ 'function SET clause',
+			q{CREATE FUNCTION pg_temp.f() RETURNS int LANGUAGE sql SET %s = %L RETURN 1} ],
+		[ 'ALTER ROLE SET', q{ALTER ROLE plain SET %s = %L} ],
+		[ 'ALTER DATABASE SET', q{ALTER DATABASE a SET %s = %L} ]);
+	my @q;
+	for my $p (@paths)
+	{
+		my ($what, $fmt) = @$p;
+		for my $name (@settings)
+		{
+			push @q, "SELECT '$what', '$name', try(format('$fmt', '$name', '$try{$name}'))";
+		}
+	}
+	my ($out, $err) = sql('a',
+		"SELECT 'call', allowed FROM rl_peek('plain', 'gcra', 5, '1 hour');\n"
+		  . join(";\n", @q) . ";\n", 'plain');
+	push @seen, $out, $err;
+	my @rows = grep { !/^call\|/ } split /\n/, $out;
+	my @wrong = grep { !/\|42501$/ } @rows;
+	is(scalar(@rows), @paths * @settings,
+		'library loaded: ' . scalar(@rows) . ' attempts ('
+		  . scalar(@paths) . ' paths x ' . scalar(@settings) . ' settings)');
+	is(scalar(@wrong), 0, 'library loaded: every attempt refused with 42501')
+	  or diag join("\n", @wrong[ 0 .. ($#wrong > 9 ? 9 : $#wrong) ]);
+
+	# ALTER SYSTEM cannot run inside a function; one statement each.
+	($out, $err) = sql('a', "\\set VERBOSITY verbose\n"
+		  . join(";\n", map { "ALTER SYSTEM SET $_ = '$try{$_}'" } @settings) . ";\n",
+		'plain');
+	push @seen, $out, $err;
+	my $refused = () = $err =~ /ERROR:  42501: (?:permission denied to set parameter|must be superuser)/g;
+	is($refused, scalar(@settings), "ALTER SYSTEM: refused for all $refused settings")
+	  or diag "stdout: $out\nstderr: $err";
+
+	my ($changed) = changed_after('SELECT 1');
+	is_deeply($changed, [], 'after all that, every setting is as configured');
+}
+
+# 6b. Before the library is loaded in the role's backend, "ratelimit.x"
+# is only a placeholder anyone may set; loading the library must throw
+# the role's values away and keep the configured ones.
+{
+	my $sets = join(";\n", map { "SET $_ = '$try{$_}'" } @plain_settings);
+	my $calls = join(";\n",
+		map { "SELECT 'set', set_config('$_', '$try{$_}', false)" } @plain_settings);
+	my $local = "BEGIN;\n"
+	  . join(";\n", map { "SET LOCAL $_ = '$try{$_}'" } @plain_settings);
+	for my $case ([ 'SET', $sets ], [ 'set_config', $calls ],
+		[ 'SET LOCAL, then a call in that transaction', $local ])
+	{
+		my ($what, $prelude) = @$case;
+		my ($changed, $out, $err) = changed_after($prelude);
+		is_deeply($changed, [],
+			"before loading, $what: the configured values stay once it loads")
+		  or diag "$out\n$err";
+		like($err, qr/WARNING:  permission denied to set parameter "ratelimit\.failure_mode"/,
+			"before loading, $what: a WARNING says the role's value was refused");
+	}
+
+	# Stored settings are checked when stored: refused before any load.
+	my ($out, $err) = sql('a', join(";\n",
+		map { "SELECT '$_', try('ALTER ROLE plain SET $_ = ''$try{$_}''')"
+			. " || try('ALTER DATABASE a SET $_ = ''$try{$_}''')"
+			. " || try('CREATE FUNCTION pg_temp.g() RETURNS int LANGUAGE sql "
+			. "SET $_ = ''$try{$_}'' RETURN 1')" } @settings), 'plain');
+	push @seen, $out, $err;
+	my @wrong = grep { !/\|425014250142501$/ } split /\n/, $out;
+	is(scalar(@wrong), 0, 'before loading: ALTER ROLE SET, ALTER DATABASE SET '
+		  . 'and a function SET clause refused (42501) for every setting')
+	  or diag "$out\n$err";
+	is($node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_db_role_setting, unnest(setconfig) c "
+		  . "WHERE c LIKE 'ratelimit.%'"), 0,
+		'no ratelimit.* setting stored for a role or database');
+
+	# Connection options are the one path that gets through: the role's
+	# value is refused at load, but it had replaced the configured value
+	# in the placeholder, so the built-in default is left.  With
+	# failure_mode configured closed and Redis on its own port, a role
+	# connecting with these options is served by the default 'open' policy
+	# against the default port.
+	my $opts = '-c ratelimit.failure_mode=closed -c ratelimit.redis_port=6390';
+	my ($changed, $out2, $err2) = changed_after('SELECT 1', $opts);
+	note "with PGOPTIONS='$opts' the role's backend has: @$changed";
+  TODO:
+	{
+		local $TODO = 'connection options reset the named settings to their '
+		  . 'built-in defaults unless the library is preloaded';
+		is_deeply($changed, [],
+			'before loading, connection options: the configured values stay');
+	}
+	fact('todo.006', 'connection options reset settings to defaults (no preload)')
+	  if @$changed;
+}
+
+# 6c. Reading the password, in a backend that has loaded the library.
+{
+	my ($out, $err) = sql('a', q{
+		SELECT 'call', allowed FROM rl_peek('plain', 'gcra', 5, '1 hour');
+		SELECT 'show', try('SHOW ratelimit.redis_password');
+		SELECT 'current_setting', try($$SELECT current_setting('ratelimit.redis_password')$$);
+		SELECT 'current_setting missing_ok', try($$SELECT current_setting('ratelimit.redis_password', true)$$);
+		SELECT 'pg_settings', count(*) FROM pg_settings WHERE name = 'ratelimit.redis_password';
+		SELECT 'pg_show_all_settings', count(*) FROM pg_show_all_settings() WHERE name = 'ratelimit.redis_password';
+		SELECT 'pg_file_settings', try('SELECT * FROM pg_file_settings');
+		SELECT 'pg_read_file', try($$SELECT pg_read_file('postgresql.auto.conf')$$);
+		SELECT 'rl_status', try('SELECT * FROM rl_status()');
+		SELECT 'rl_reset', try($$SELECT rl_reset('plain', 'gcra')$$);
+		SELECT 'rl_reset_layered', try($$SELECT rl_reset_layered('plain', ARRAY[('gcra', 5, '1 hour')::rl_rule])$$);
+		CREATE FUNCTION pw() RETURNS text LANGUAGE sql
+			RETURN current_setting('ratelimit.redis_password');
+		SELECT 'invoker function', try('SELECT pw()');
+		SHOW ALL;
+		SELECT * FROM pg_settings WHERE name LIKE 'ratelimit.%';
+		SELECT * FROM pg_db_role_setting;
+	}, 'plain');
+	push @seen, $out, $err;
+	my %r = map { split /\|/, $_, 2 } grep { /^[a-z_ ]+\|/ } split /\n/, $out;
+	is($r{call}, 't', 'the role is served by Redis (with the configured password)');
+	is($r{show}, '42501', 'password: SHOW refused');
+	is($r{current_setting}, '42501', 'password: current_setting refused');
+	is($r{'current_setting missing_ok'}, '42501',
+		'password: current_setting(missing_ok) refused');
+	is($r{pg_settings}, '0', 'password: not in pg_settings');
+	is($r{pg_show_all_settings}, '0', 'password: not in pg_show_all_settings()');
+	is($r{pg_file_settings}, '42501', 'password: pg_file_settings refused');
+	is($r{pg_read_file}, '42501', 'password: postgresql.auto.conf not readable');
+	is($r{'invoker function'}, '42501', 'password: refused inside a function too');
+	is($r{rl_status}, '42501', 'rl_status() not executable');
+	is($r{rl_reset}, '42501', 'rl_reset() not executable');
+	is($r{rl_reset_layered}, '42501', 'rl_reset_layered() not executable');
+	my @leaks = grep { /\Q$secret\E/ } @seen;
+	is(scalar(@leaks), 0, 'the password is in nothing the role was shown ('
+		  . scalar(@seen) . ' outputs)');
+}
+
+# 6d. Before the library is loaded, the password from the configuration
+# is a placeholder without the superuser-only flag.
+{
+	my ($out) = sql('a', q{
+		SELECT 'show', try('SHOW ratelimit.redis_password');
+		SELECT 'value', current_setting('ratelimit.redis_password', true);
+	}, 'plain');
+	my $leaked = $out =~ /\Q$secret\E/;
+	note 'before the library loads, the role reads: ' . join(' ', split /\n/, $out);
+  TODO:
+	{
+		local $TODO = 'the password is readable by any role until the library '
+		  . 'loads in its backend, unless the library is preloaded';
+		ok(!$leaked, 'before loading the library, the role cannot read the password');
+	}
+	fact('todo.006', 'password readable before the library loads (no preload)')
+	  if $leaked;
+}
+
+# 6e. The superuser's view: rl_status() and CLIENT LIST show no password.
+{
+	my $su = $node->background_psql('a');
+	my $st = $su->query_safe(
+		"SELECT * FROM rl_allow('su', 'gcra', 5, '1 hour'); SELECT * FROM rl_status()");
+	like($st, qr/^t\|4\|/, 'the superuser is served with the configured password');
+	my $list = $redis->cmd('CLIENT', 'LIST');
+	$su->quit;
+	like($list, qr/name=pg:$A:\d+/, 'CLIENT LIST shows the named backends');
+	unlike($st, qr/\Q$secret\E/, 'rl_status() does not show the password');
+	unlike($list, qr/\Q$secret\E/, 'CLIENT LIST does not show the password');
+}
+
+# 6f. With the library preloaded (shared_preload_libraries), the settings
+# exist before any client option is read: both holes above are closed.
+{
+	$node->append_conf('postgresql.conf', "shared_preload_libraries = 'ratelimit'\n");
+	$node->restart;
+	local $ENV{PGOPTIONS} = '-c ratelimit.failure_mode=open';
+	my ($out, $err) = sql('a', 'SELECT 1', 'plain');
+	like($err, qr/permission denied to set parameter "ratelimit\.failure_mode"/,
+		'preloaded: a connection option for a ratelimit setting is refused');
+	delete $ENV{PGOPTIONS};
+	($out, $err) = sql('a', q{
+		SELECT 'show', try('SHOW ratelimit.redis_password');
+		SELECT 'failure_mode', current_setting('ratelimit.failure_mode');
+	}, 'plain');
+	is($out, "show|42501\nfailure_mode|closed",
+		'preloaded: the password unreadable, the settings as configured, before any call');
+	unlike("$out$err", qr/\Q$secret\E/, 'preloaded: no password shown');
+}
+
+$node->safe_psql('postgres', q{
+	ALTER SYSTEM RESET ratelimit.redis_password;
+	ALTER SYSTEM RESET ratelimit.failure_mode;
+	SELECT pg_reload_conf();
+});
+$redis->cmd('CONFIG', 'SET', 'requirepass', '');
+
+fact('count_checks.006', $checks);
+fact('miscounted.006', $miscounted);
+$node->stop;
+done_testing();
