@@ -289,12 +289,13 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 }
 
 /*
- * Builds a row's limiter key (table:col='value',...) and the description
- * errors show ((col, ...)=(value, ...), as unique violations do).
+ * Builds a limiter key (table:col='value',...) from key column values,
+ * and the description errors show ((col, ...)=(value, ...), as unique
+ * violations do).
  */
 void
-rl_trigger_key(RlTriggerConf *conf, TupleTableSlot *slot, StringInfo key,
-			   StringInfo desc)
+rl_trigger_key_values(RlTriggerConf *conf, const Datum *values,
+					  const bool *nulls, StringInfo key, StringInfo desc)
 {
 	resetStringInfo(key);
 	resetStringInfo(desc);
@@ -309,29 +310,39 @@ rl_trigger_key(RlTriggerConf *conf, TupleTableSlot *slot, StringInfo key,
 	appendStringInfoString(desc, ")=(");
 	for (int i = 0; i < conf->ncols; i++)
 	{
-		bool		isnull;
-		Datum		value = slot_getattr(slot, conf->cols[i], &isnull);
-
 		if (i > 0)
 		{
 			appendStringInfoChar(key, ',');
 			appendStringInfoString(desc, ", ");
 		}
 		appendStringInfo(key, "%s=", conf->colnames[i]);
-		if (isnull)
+		if (nulls[i])
 		{
 			appendStringInfoString(key, "NULL");
 			appendStringInfoString(desc, "null");
 		}
 		else
 		{
-			char	   *text = OutputFunctionCall(&conf->outfuncs[i], value);
+			char	   *text = OutputFunctionCall(&conf->outfuncs[i], values[i]);
 
 			appendStringInfoString(key, quote_literal_cstr(text));
 			appendStringInfoString(desc, text);
 		}
 	}
 	appendStringInfoChar(desc, ')');
+}
+
+/* The same for the row in a slot. */
+void
+rl_trigger_key(RlTriggerConf *conf, TupleTableSlot *slot, StringInfo key,
+			   StringInfo desc)
+{
+	Datum	   *values = palloc(sizeof(Datum) * conf->ncols);
+	bool	   *nulls = palloc(sizeof(bool) * conf->ncols);
+
+	for (int i = 0; i < conf->ncols; i++)
+		values[i] = slot_getattr(slot, conf->cols[i], &nulls[i]);
+	rl_trigger_key_values(conf, values, nulls, key, desc);
 }
 
 /* A row's cost: 1, or its cost column's value, which must not be NULL. */

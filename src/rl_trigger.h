@@ -39,6 +39,9 @@ extern RlTriggerConf *rl_trigger_conf(FunctionCallInfo fcinfo,
 									  TriggerData *trigdata);
 extern void rl_trigger_key(RlTriggerConf *conf, TupleTableSlot *slot,
 						   StringInfo key, StringInfo desc);
+extern void rl_trigger_key_values(RlTriggerConf *conf, const Datum *values,
+								  const bool *nulls, StringInfo key,
+								  StringInfo desc);
 extern int64 rl_trigger_cost(RlTriggerConf *conf, TupleTableSlot *slot);
 extern char *rl_trigger_redis_key(RlTriggerConf *conf, const char *key);
 extern void rl_trigger_raise(RlTriggerConf *conf, const char *detail,

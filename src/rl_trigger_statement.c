@@ -33,7 +33,9 @@
 #include "common/hashfn.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
+#include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/datum.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -49,15 +51,94 @@
 
 PG_FUNCTION_INFO_V1(rl_throttle_statement);
 
+/*
+ * A row's key column values, compared as stored (detoasted), so grouping
+ * a row costs a hash of its key columns and no text.
+ */
+typedef struct RlRowKey
+{
+	uint32		hash;
+	Datum	   *values;
+	bool	   *nulls;
+} RlRowKey;
+
 /* The rows of one key. */
 typedef struct RlGroup
 {
-	char	   *key;			/* hash key: the limiter key */
+	RlRowKey   *rowkey;			/* hash key of the first level */
+	char	   *key;			/* the limiter key */
 	char	   *desc;			/* (col, ...)=(value, ...) for messages */
 	int64		cost;
 } RlGroup;
 
-/* Groups are found by their limiter key, a string of any length. */
+/* Key columns' storage, for the hash and match functions below. */
+static int	rl_key_ncols;
+static int16 *rl_key_typlen;
+static bool *rl_key_byval;
+
+/* The bytes a value is compared by: the datum, or what it points to. */
+static const void *
+rl_value_bytes(const Datum *value, int col, Size *len)
+{
+	if (rl_key_byval[col])
+	{
+		*len = sizeof(Datum);
+		return value;
+	}
+	if (rl_key_typlen[col] == -1)
+	{
+		struct varlena *v = (struct varlena *) DatumGetPointer(*value);
+
+		*len = VARSIZE_ANY_EXHDR(v);
+		return VARDATA_ANY(v);
+	}
+	if (rl_key_typlen[col] == -2)
+	{
+		*len = strlen(DatumGetCString(*value));
+		return DatumGetPointer(*value);
+	}
+	*len = rl_key_typlen[col];
+	return DatumGetPointer(*value);
+}
+
+static uint32
+rl_rowkey_hash(const void *key, Size keysize)
+{
+	return (*(RlRowKey *const *) key)->hash;
+}
+
+static int
+rl_rowkey_match(const void *key1, const void *key2, Size keysize)
+{
+	const RlRowKey *a = *(RlRowKey *const *) key1;
+	const RlRowKey *b = *(RlRowKey *const *) key2;
+
+	for (int i = 0; i < rl_key_ncols; i++)
+	{
+		const void *pa;
+		const void *pb;
+		Size		la;
+		Size		lb;
+
+		if (a->nulls[i] != b->nulls[i])
+			return 1;
+		if (a->nulls[i])
+			continue;
+		if (rl_key_byval[i])
+		{
+			if (a->values[i] != b->values[i])
+				return 1;
+			continue;
+		}
+		pa = rl_value_bytes(&a->values[i], i, &la);
+		pb = rl_value_bytes(&b->values[i], i, &lb);
+		if (la != lb || memcmp(pa, pb, la) != 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Groups of the second level are found by their limiter key text. */
 static uint32
 rl_group_hash(const void *key, Size keysize)
 {
@@ -99,63 +180,98 @@ rl_group_too_big(RlTriggerConf *conf, RlGroup *group)
 
 /*
  * Reads the transition table and sums each key's cost, in the order keys
- * first appear.  Stops with an error as soon as a key's rows exceed the
- * limit, or there are too many keys: nothing has been sent to Redis yet.
+ * first appear.  Rows are grouped by their key column values; the limiter
+ * key text is made once per group, and groups whose texts coincide (the
+ * same value stored two ways) are merged, so no key reaches Redis twice.
+ * Errors come before anything is sent to Redis: too many keys, or a key
+ * whose rows alone exceed the limit.
  */
 static RlGroup **
 rl_group_rows(RlTriggerConf *conf, TriggerData *trigdata, int *ngroups)
 {
 	Tuplestorestate *rows = trigdata->tg_newtable;
+	TupleDesc	tupdesc = RelationGetDescr(trigdata->tg_relation);
 	TupleTableSlot *slot;
-	HTAB	   *groups;
+	HTAB	   *byvalue;
+	HTAB	   *bykey;
 	HASHCTL		ctl;
 	RlGroup   **order;
+	RlGroup   **merged;
 	int			n = 0;
+	int			m = 0;
 	int			allocated = 64;
 	MemoryContext rowcxt;
 	MemoryContext old;
 	StringInfoData key;
 	StringInfoData desc;
+	RlRowKey	probe;
 	int			readptr;
 
-	ctl.keysize = sizeof(char *);
+	rl_key_ncols = conf->ncols;
+	rl_key_typlen = palloc(sizeof(int16) * conf->ncols);
+	rl_key_byval = palloc(sizeof(bool) * conf->ncols);
+	for (int i = 0; i < conf->ncols; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(tupdesc, conf->cols[i] - 1);
+
+		rl_key_typlen[i] = att->attlen;
+		rl_key_byval[i] = att->attbyval;
+	}
+	probe.values = palloc(sizeof(Datum) * conf->ncols);
+	probe.nulls = palloc(sizeof(bool) * conf->ncols);
+
+	ctl.keysize = sizeof(RlRowKey *);
 	ctl.entrysize = sizeof(RlGroup);
-	ctl.hash = rl_group_hash;
-	ctl.match = rl_group_match;
+	ctl.hash = rl_rowkey_hash;
+	ctl.match = rl_rowkey_match;
 	ctl.hcxt = CurrentMemoryContext;
-	groups = hash_create("ratelimit statement keys", 256, &ctl,
-						 HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+	byvalue = hash_create("ratelimit statement rows", 256, &ctl,
+						  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
 	order = palloc(sizeof(RlGroup *) * allocated);
-	initStringInfo(&key);
-	initStringInfo(&desc);
 	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ratelimit row",
 								   ALLOCSET_DEFAULT_SIZES);
 
 	/* Our own read pointer: other triggers may read the same rows. */
-	slot = MakeSingleTupleTableSlot(RelationGetDescr(trigdata->tg_relation),
-									&TTSOpsMinimalTuple);
+	slot = MakeSingleTupleTableSlot(tupdesc, &TTSOpsMinimalTuple);
 	readptr = tuplestore_alloc_read_pointer(rows, EXEC_FLAG_REWIND);
 	tuplestore_select_read_pointer(rows, readptr);
 	tuplestore_rescan(rows);
 
 	while (tuplestore_gettupleslot(rows, true, false, slot))
 	{
+		RlRowKey   *probeptr = &probe;
 		RlGroup    *group;
-		char	   *lookup;
 		bool		found;
-		int64		cost;
 
 		CHECK_FOR_INTERRUPTS();
 		MemoryContextReset(rowcxt);
 		old = MemoryContextSwitchTo(rowcxt);
-		rl_trigger_key(conf, slot, &key, &desc);
-		cost = rl_trigger_cost(conf, slot);
+		probe.hash = 0;
+		for (int i = 0; i < conf->ncols; i++)
+		{
+			Datum		value = slot_getattr(slot, conf->cols[i], &probe.nulls[i]);
+			const void *bytes;
+			Size		len;
+
+			if (!probe.nulls[i] && rl_key_typlen[i] == -1)
+				value = PointerGetDatum(PG_DETOAST_DATUM_PACKED(value));
+			probe.values[i] = value;
+			if (probe.nulls[i])
+				probe.hash = hash_combine(probe.hash, 0x9e3779b9);
+			else
+			{
+				bytes = rl_value_bytes(&probe.values[i], i, &len);
+				probe.hash = hash_combine(probe.hash,
+										  hash_bytes(bytes, (int) len));
+			}
+		}
 		MemoryContextSwitchTo(old);
 
-		lookup = key.data;
-		group = hash_search(groups, &lookup, HASH_ENTER, &found);
+		group = hash_search(byvalue, &probeptr, HASH_ENTER, &found);
 		if (!found)
 		{
+			RlRowKey   *copy = palloc(sizeof(RlRowKey));
+
 			if (n == RL_MAX_STATEMENT_KEYS)
 				ereport(ERROR,
 						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -164,8 +280,16 @@ rl_group_rows(RlTriggerConf *conf, TriggerData *trigdata, int *ngroups)
 						 errdetail("Trigger \"%s\" checks all keys of a statement in one Redis script.",
 								   conf->trigger),
 						 errhint("Split the statement into smaller ones, or use rl_throttle in a row trigger.")));
-			group->key = pstrdup(key.data);
-			group->desc = pstrdup(desc.data);
+			copy->hash = probe.hash;
+			copy->values = palloc(sizeof(Datum) * conf->ncols);
+			copy->nulls = palloc(sizeof(bool) * conf->ncols);
+			for (int i = 0; i < conf->ncols; i++)
+			{
+				copy->nulls[i] = probe.nulls[i];
+				copy->values[i] = probe.nulls[i] ? (Datum) 0 :
+					datumCopy(probe.values[i], rl_key_byval[i], rl_key_typlen[i]);
+			}
+			group->rowkey = copy;
 			group->cost = 0;
 			if (n == allocated)
 			{
@@ -174,17 +298,56 @@ rl_group_rows(RlTriggerConf *conf, TriggerData *trigdata, int *ngroups)
 			}
 			order[n++] = group;
 		}
-		/* Each cost is at most the limit, so this cannot overflow. */
-		group->cost += cost;
+		/* Each cost is at most the limit, and we stop past it: no overflow. */
+		group->cost += rl_trigger_cost(conf, slot);
 		if (group->cost > conf->limiter.limit)
+		{
+			initStringInfo(&key);
+			initStringInfo(&desc);
+			rl_trigger_key_values(conf, group->rowkey->values,
+								  group->rowkey->nulls, &key, &desc);
+			group->desc = desc.data;
 			rl_group_too_big(conf, group);
+		}
 	}
 
 	tuplestore_select_read_pointer(rows, 0);
 	ExecDropSingleTupleTableSlot(slot);
 	MemoryContextDelete(rowcxt);
-	*ngroups = n;
-	return order;
+
+	/* The second level: one group per limiter key text. */
+	ctl.keysize = sizeof(char *);
+	ctl.entrysize = sizeof(RlGroup);
+	ctl.hash = rl_group_hash;
+	ctl.match = rl_group_match;
+	bykey = hash_create("ratelimit statement keys", Max(n, 16), &ctl,
+						HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+	merged = palloc(sizeof(RlGroup *) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		RlGroup    *group;
+		char	   *text;
+		bool		found;
+
+		initStringInfo(&key);
+		initStringInfo(&desc);
+		rl_trigger_key_values(conf, order[i]->rowkey->values,
+							  order[i]->rowkey->nulls, &key, &desc);
+		text = key.data;
+		group = hash_search(bykey, &text, HASH_ENTER, &found);
+		if (!found)
+		{
+			group->key = key.data;
+			group->desc = desc.data;
+			group->cost = 0;
+			merged[m++] = group;
+		}
+		group->cost += order[i]->cost;
+		if (group->cost > conf->limiter.limit)
+			rl_group_too_big(conf, group);
+	}
+	*ngroups = m;
+	return merged;
 }
 
 /*

@@ -9,8 +9,9 @@
  * per second.  The benchmark compares rl_allow with these numbers: the
  * difference is what PostgreSQL and the extension add.
  *
- * usage: rl_hiredis_bench PORT SECONDS DEPTH KEYS
- *	  DEPTH 1 = synchronous; KEYS 1 = one hot key, else random keys.
+ * usage: rl_hiredis_bench PORT|SOCKET SECONDS DEPTH KEYS
+ *	  A path connects to a Unix socket; DEPTH 1 = synchronous; KEYS 1 =
+ *	  one hot key, else random keys.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -60,10 +61,10 @@ main(int argc, char **argv)
 
 	if (argc != 5)
 	{
-		fprintf(stderr, "usage: %s PORT SECONDS DEPTH KEYS\n", argv[0]);
+		fprintf(stderr, "usage: %s PORT|SOCKET SECONDS DEPTH KEYS\n", argv[0]);
 		return 2;
 	}
-	port = atoi(argv[1]);
+	port = strchr(argv[1], '/') ? 0 : atoi(argv[1]);
 	seconds = atof(argv[2]);
 	depth = atoi(argv[3]);
 	keys = atoi(argv[4]);
@@ -72,7 +73,7 @@ main(int argc, char **argv)
 		if (strcmp(rl_script_sources[i].name, "token_bucket") == 0)
 			tb = &rl_script_sources[i];
 
-	c = redisConnect("127.0.0.1", port);
+	c = port ? redisConnect("127.0.0.1", port) : redisConnectUnix(argv[1]);
 	if (c == NULL || c->err)
 	{
 		fprintf(stderr, "connect failed\n");
