@@ -401,7 +401,7 @@ sub fact
 {
 	my ($key, $value) = @_;
 	my $file = $ENV{RL_FACTS} or return;
-	open my $fh, '>>', $file or die "$file: $!";
+	open my $fh, '>>', $file or return warn "cannot record a fact in $file: $!\n";
 	print $fh "$key\t$value\n";
 	close $fh;
 }

@@ -15,7 +15,7 @@ use Test::More;
 use Time::HiRes qw(time);
 use IPC::Run;
 
-use RLRedis qw(rl_node);
+use RLRedis qw(rl_node fact);
 
 my $redis = RLRedis->new(name => 'r001');
 my $node = rl_node('c001', $redis);
@@ -37,6 +37,10 @@ sub pgbench
 	  ],
 	  '<', \undef, '>', \$out, '2>', \$err;
 	my $rc = $? >> 8;
+	fact('calls.001', ($out =~ /actually processed: (\d+)/)[0] // 0);
+	fact('clients.001', $clients);
+	fact('pgbench_errors.001',
+		(($out =~ /number of failed transactions: (\d+)/)[0] // 1) + ($rc ? 1 : 0));
 	return ($rc, $out, $err, time - $t0);
 }
 
@@ -108,6 +112,13 @@ for my $algo (
 	is($distinct, $allowed, "$algo: each remaining value handed out once");
 	is($min, 0, "$algo: the last allowed call saw remaining 0");
 	is($max, $limit - 1, "$algo: the first allowed call saw remaining limit-1");
+	fact('allowed.001', $allowed);
+	fact('denied.001', $denied);
+	fact('count_checks.001', $total);
+	fact('miscounted.001',
+		($allowed < $limit ? $limit - $allowed : 0)
+		  + ($allowed > $bound ? $allowed - $bound : 0)
+		  + abs($allowed + $denied - $total) + abs($distinct - $allowed));
 
 	# A sliding counter still needs its state through the next window.
 	my $pttl = $redis->cli('PTTL', redis_key('hot', $algo));
@@ -153,6 +164,8 @@ INSERT INTO khits
 	note sprintf("independent keys: 1000 calls in %.2f s", $elapsed);
 	is($keys, 200, 'independent keys: all 200 keys were called');
 	is($wrong, 0, 'independent keys: every key allowed exactly 3 of 5');
+	fact('count_checks.001', 1000);
+	fact('miscounted.001', $wrong + abs($keys - 200));
 }
 
 # 3. Sliding log, 64 clients: with the clock pinned every call happens in
@@ -180,6 +193,9 @@ for my $run ('pinned', 'redis_time')
 	is($allowed, 500, "sliding_log $run: exactly the limit allowed");
 	is($zcard, $allowed, "sliding_log $run: ZCARD equals allowed");
 	is($distinct, $allowed, "sliding_log $run: remaining values unique");
+	fact('count_checks.001', 1280);
+	fact('miscounted.001',
+		abs($allowed - 500) + abs($zcard - $allowed) + abs($distinct - $allowed));
 	if ($run eq 'pinned')
 	{
 		my $score = 1700000000000 * 1000;

@@ -17,7 +17,8 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 use RLRedis
-  qw(rl_node rl_session rl_run rl_start rl_finish rl_wait_for proc_alive);
+  qw(rl_node rl_session rl_run rl_start rl_finish rl_wait_for proc_alive fact
+  fault_mark fault_done);
 
 my $redis = RLRedis->new(name => 'r002');
 my $node = rl_node('c002', $redis);
@@ -69,6 +70,7 @@ is((rl_run($s4, call_sql('tx')))[0], 't|9|0', 'terminate key warmed up');
 ok(grep({ $_ eq "pg:$dboid:$s4pid" } @{ $redis->client_names }),
 	"the backend's Redis client is named pg:<dboid>:<pid>");
 
+my $mark = fault_mark();
 $redis->stall;
 
 # 1. Policy answers, each within command_timeout + margin.
@@ -104,8 +106,10 @@ $redis->stall;
 	ok($t < $timeout + $margin, 'stalled, error mode: within the timeout (' . fmt($t) . ')');
 	rl_run($s1, 'RESET ratelimit.failure_mode');
 }
+fault_done('Redis stalled (SIGSTOP): open, closed and error answers', $mark);
 
 # 2. pg_cancel_backend on a backend waiting on an open link.
+$mark = fault_mark();
 my $s2pid = backend_pid($s2);
 {
 	rl_start($s2, call_sql('cx'));
@@ -121,9 +125,11 @@ my $s2pid = backend_pid($s2);
 	is($out, '', 'cancel: no row, no fail-open answer');
 	ok($t < 0.5, 'cancel: ended promptly (' . fmt($t) . ')');
 }
+fault_done('pg_cancel_backend while Redis is stalled', $mark);
 
 # 3. statement_timeout beats a 5 s command timeout and fail-open, on an
 # open link (s3) and while connecting (s2, whose link the cancel dropped).
+$mark = fault_mark();
 for my $case ([ $s3, 'cy', 'open link' ], [ $s2, 'cx', 'connecting' ])
 {
 	my ($s, $key, $what) = @$case;
@@ -136,8 +142,10 @@ for my $case ([ $s3, 'cy', 'open link' ], [ $s2, 'cx', 'connecting' ])
 	ok($t >= 0.15 && $t < 0.5, "statement_timeout, $what: ended after ~200 ms (" . fmt($t) . ')');
 	rl_run($s, 'RESET statement_timeout');
 }
+fault_done('statement_timeout while Redis is stalled', $mark);
 
 # 4. pg_terminate_backend: the backend goes, and with it its Redis client.
+$mark = fault_mark();
 {
 	rl_start($s4, call_sql('tx'));
 	ok(defined wait_extension($s4pid), 'terminate: backend waits on Redis');
@@ -165,10 +173,12 @@ $redis->resume;
 		sub { !grep { $_ eq "pg:$dboid:$s4pid" } @{ $redis->client_names } }, 5);
 	ok(defined $clean, "terminate: Redis dropped the terminated backend's client");
 }
+fault_done('pg_terminate_backend while Redis is stalled', $mark);
 usleep(300_000);    # let Redis run what the cut-off calls had sent
 
 # 5. A late reply is never taken for a later call's: A's timed-out
 # EVALSHA is answered after SIGCONT, B must still see its own state.
+$mark = fault_mark();
 my $s5 = rl_session($node);
 is((rl_run($s5, call_sql('desync_a', 5)))[0], 't|4|0', 'desync: key A called once');
 $redis->stall;
@@ -179,10 +189,12 @@ is((rl_run($s5, call_sql('desync_b', 100)))[0], 't|99|0',
 	'desync: call B after SIGCONT gets its own answer (remaining 99)');
 is((rl_run($s5, call_sql('desync_a', 5)))[0], 't|2|0',
 	'desync: key A counts the late-applied call once, never replayed');
+fault_done('late reply after a command timeout (no desync)', $mark);
 
 # 5b. CLIENT PAUSE beyond the timeout: the call answers by policy; the
 # paused EVALSHA may still run once after the pause (its outcome is
 # unknown to us), but it is never sent again.
+$mark = fault_mark();
 {
 	is((rl_run($s5, call_sql('pause')))[0], 't|9|0', 'pause: first call');
 	$redis->cli('CLIENT', 'PAUSE', 1000, 'WRITE');
@@ -197,7 +209,10 @@ is((rl_run($s5, call_sql('desync_a', 5)))[0], 't|2|0',
 	ok($n == 1 || $n == 2, "pause: the timed-out call applied at most once ($n)");
 	is((rl_run($s5, call_sql('pause')))[0], 't|' . (10 - $n - 1) . '|0',
 		'pause: next call counted once on top');
+	fact('count_checks.002', 1);
+	fact('miscounted.002', ($n == 1 || $n == 2) ? 0 : 1);
 }
+fault_done('CLIENT PAUSE WRITE beyond command_timeout', $mark);
 
 # 6. The cancelled session answers correctly afterwards, consistent with
 # what Redis holds (the cancelled call may have been applied: at most once).
@@ -209,10 +224,13 @@ is((rl_run($s5, call_sql('desync_a', 5)))[0], 't|2|0',
 	is($allowed, 't', 'after cancel: next call in the same session allowed');
 	is($remaining, 10 - $n, 'after cancel: remaining matches the Redis count');
 	ok($n == 2 || $n == 3, "after cancel: cancelled call applied at most once (count $n)");
+	fact('count_checks.002', 1);
+	fact('miscounted.002', ($n == 2 || $n == 3) && $remaining == 10 - $n ? 0 : 1);
 }
 
 # 7. Signal storm: NOTIFY every 50 ms to a listening backend that waits on
 # a stalled Redis must not stretch its 1 s command timeout.
+$mark = fault_mark();
 my $s6 = rl_session($node);
 my $notifier = rl_session($node);
 rl_run($s6, 'LISTEN storm');
@@ -243,9 +261,11 @@ usleep(100_000);
 	ok($got >= 10, "storm: the listener was signalled ($got notifications)");
 }
 $redis->resume;
+fault_done('NOTIFY signal storm while Redis is stalled', $mark);
 
 # 8. Postmaster death: a backend waiting on a stalled Redis with a 10 s
 # timeout exits within a couple of seconds.
+$mark = fault_mark();
 my $s7 = rl_session($node);
 rl_run($s7, 'SET ratelimit.command_timeout = 10000');
 is((rl_run($s7, call_sql('pm')))[0], 't|9|0', 'postmaster death: warmed up');
@@ -264,6 +284,7 @@ $redis->resume;
 my $left = rl_wait_for(
 	sub { !grep { /^pg:/ } @{ $redis->client_names } }, 5);
 ok(defined $left, 'postmaster death: no backend keeps a Redis client');
+fault_done('postmaster death while Redis is stalled', $mark);
 
 eval { $_->quit } for ($s1, $s2, $s3, $s5, $s6, $notifier, $s7, $mon);
 done_testing();

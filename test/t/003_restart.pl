@@ -16,7 +16,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-use RLRedis qw(rl_node rl_session rl_run rl_wait_for);
+use RLRedis qw(rl_node rl_session rl_run rl_wait_for fact fault_mark fault_done);
 
 my $redis = RLRedis->new(name => 'r003');
 my $node = rl_node('c003', $redis);
@@ -56,6 +56,7 @@ sub count_of
 }
 
 # 1. Redis down before the first call: refused at once, policy answer.
+my $mark = fault_mark();
 $redis->kill9;
 {
 	my $s = rl_session($node);
@@ -71,8 +72,10 @@ $redis->kill9;
 	$s->quit;
 }
 ok($redis->start, 'Redis restarted on the same port');
+fault_done('Redis down before the first call', $mark);
 
 # 2. Killed mid-session, restarted on the same port.
+$mark = fault_mark();
 my $s = rl_session($node);
 is(join(',', map { (rl_run($s, call_sql('mk')))[0] } 1 .. 3),
 	't|9|0,t|8|0,t|7|0', 'mid-session: three calls counted');
@@ -99,9 +102,11 @@ is((rl_run($s, call_sql('mk')))[0], 't|9|0',
 	is($redis->cmdstat('evalsha')->{failed_calls}, 1,
 		'restarted: one NOSCRIPT EVALSHA in commandstats');
 }
+fault_done('Redis killed mid-session and restarted (state and scripts lost)', $mark);
 
 # 3. CLIENT KILL: the link is closed while idle; the next call notices
 # before sending and reconnects, so no policy answer and no double count.
+$mark = fault_mark();
 {
 	my $before = status($s);
 	is((rl_run($s, call_sql('ck')))[0], 't|9|0', 'client kill: first call');
@@ -113,9 +118,13 @@ is((rl_run($s, call_sql('mk')))[0], 't|9|0',
 	is($st->{fail_open}, $before->{fail_open}, 'client kill: no policy answer');
 	is($st->{connects}, $before->{connects} + 1, 'client kill: one reconnect');
 	is(count_of('ck'), 2, 'client kill: the count is not doubled');
+	fact('count_checks.003', 1);
+	fact('miscounted.003', abs((count_of('ck') // 0) - 2));
 }
+fault_done('CLIENT KILL of the idle link', $mark);
 
 # 4. Idle timeout: Redis closes the idle link; the next call reconnects.
+$mark = fault_mark();
 {
 	$redis->cli('CONFIG', 'SET', 'timeout', 1);
 	is((rl_run($s, call_sql('idle')))[0], 't|9|0', 'idle timeout: first call');
@@ -129,8 +138,10 @@ is((rl_run($s, call_sql('mk')))[0], 't|9|0',
 	is($st->{fail_open}, $before->{fail_open}, 'idle timeout: no policy answer');
 	$redis->cli('CONFIG', 'SET', 'timeout', 0);
 }
+fault_done('idle-timeout disconnect', $mark);
 
 # 5. SCRIPT FLUSH: 100 calls all answered, one NOSCRIPT fallback.
+$mark = fault_mark();
 {
 	my $before = status($s);
 	$redis->cli('CONFIG', 'RESETSTAT');
@@ -147,13 +158,17 @@ is((rl_run($s, call_sql('mk')))[0], 't|9|0',
 	is($eval->{calls}, 1, 'script flush: exactly one EVAL');
 	is($evalsha->{failed_calls}, 1, 'script flush: exactly one NOSCRIPT');
 	is(count_of('sf'), 100, 'script flush: counter equals 100');
+	fact('count_checks.003', 100);
+	fact('miscounted.003', abs((count_of('sf') // 0) - 100));
 	is(status($s)->{script_loads}, $before->{script_loads} + 1,
 		'script flush: rl_status counts one script load');
 }
+fault_done('SCRIPT FLUSH', $mark);
 $s->quit;
 
 # 6. Redis down: 5000 calls answer by policy in microseconds each, with a
 # bounded number of WARNINGs and every answer counted.
+$mark = fault_mark();
 {
 	my $d = rl_session($node);
 	my ($pid) = rl_run($d, 'SELECT pg_backend_pid()');
@@ -178,6 +193,7 @@ $s->quit;
 	ok($warnings >= 1 && $warnings <= 2, "down: $warnings WARNING(s) in the server log");
 	$d->quit;
 }
+fault_done('Redis down: 5000 calls answered by policy', $mark);
 
 $node->stop;
 done_testing();

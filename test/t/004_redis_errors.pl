@@ -16,7 +16,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-use RLRedis qw(rl_node rl_session rl_run rl_wait_for);
+use RLRedis qw(rl_node rl_session rl_run rl_wait_for fact fault_mark fault_done);
 
 my $redis = RLRedis->new(name => 'r004');
 my $node = rl_node('c004', $redis);
@@ -52,6 +52,7 @@ is((rl_run($s, call_sql('warm')))[0], 't|9|0', 'warm-up call answered');
 
 # 1. WRONGTYPE: a foreign value under our exact key is an ERROR; the link
 # stays usable for other keys.
+my $mark = fault_mark();
 {
 	$redis->cli('LPUSH', "rl:{$dboid:wt}:fixed_window", 'foreign');
 	my $before = status($s);
@@ -66,9 +67,11 @@ is((rl_run($s, call_sql('warm')))[0], 't|9|0', 'warm-up call answered');
 	is($st->{connects}, $before->{connects}, 'WRONGTYPE: same connection kept');
 	is($st->{fail_open}, $before->{fail_open}, 'WRONGTYPE: no policy answer');
 }
+fault_done('WRONGTYPE: a foreign value under a limiter key', $mark);
 
 # 2. BUSY: a foreign endless script; policy answer at once, then recovery
 # after SCRIPT KILL on the same connection.
+$mark = fault_mark();
 {
 	$redis->cli('CONFIG', 'SET', 'busy-reply-threshold', 100);
 	my $busy = $redis->cli_bg('EVAL', 'while true do end', 0);
@@ -91,9 +94,11 @@ is((rl_run($s, call_sql('warm')))[0], 't|9|0', 'warm-up call answered');
 		'BUSY: the in-sync connection was kept');
 	$redis->cli('CONFIG', 'SET', 'busy-reply-threshold', 5000);
 }
+fault_done('BUSY: a foreign endless script', $mark);
 
 # 3. OOM under noeviction: policy answer and WARNING; recovery after
 # FLUSHALL and maxmemory 0.
+$mark = fault_mark();
 {
 	$redis->cli('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
 	$redis->cli('DEBUG', 'POPULATE', 100000, 'junk', 64);
@@ -107,10 +112,12 @@ is((rl_run($s, call_sql('warm')))[0], 't|9|0', 'warm-up call answered');
 	usleep(250_000);
 	is((rl_run($s, call_sql('oom')))[0], 't|9|0', 'OOM: recovered');
 }
+fault_done('OOM under noeviction', $mark);
 
 # 3b. Writes refused for the server's own reasons: too few replicas
 # (NOREPLICAS) and a failed snapshot (MISCONF).  Redis's state, not ours
 # to raise about: policy answer, then recovery.
+$mark = fault_mark();
 {
 	$redis->cli('CONFIG', 'SET', 'min-replicas-to-write', 1);
 	my ($out, $err) = rl_run($s, call_sql('norep'));
@@ -119,6 +126,7 @@ is((rl_run($s, call_sql('warm')))[0], 't|9|0', 'warm-up call answered');
 	$redis->cli('CONFIG', 'SET', 'min-replicas-to-write', 0);
 	usleep(250_000);
 	is((rl_run($s, call_sql('norep')))[0], 't|9|0', 'NOREPLICAS: recovered');
+	fault_done('NOREPLICAS: min-replicas-to-write not met', $mark);
 
 	# A snapshot into a directory Redis may not write stops all writes.
 	my $rodir = PostgreSQL::Test::Utils::tempdir;
@@ -132,6 +140,7 @@ is((rl_run($s, call_sql('warm')))[0], 't|9|0', 'warm-up call answered');
 		skip 'Redis could write to the read-only directory (running as root?)', 3
 		  unless defined rl_wait_for(
 			sub { ($misconf->info('persistence', 'rdb_last_bgsave_status') // '') eq 'err' }, 5);
+		my $misconf_mark = fault_mark();
 		my $m = rl_session($node);
 		rl_run($m, 'SET ratelimit.redis_port = ' . $misconf->port);
 		($out, $err) = rl_run($m, call_sql('misconf'));
@@ -140,6 +149,7 @@ is((rl_run($s, call_sql('warm')))[0], 't|9|0', 'warm-up call answered');
 		$misconf->cli('CONFIG', 'SET', 'stop-writes-on-bgsave-error', 'no');
 		usleep(250_000);
 		is((rl_run($m, call_sql('misconf')))[0], 't|9|0', 'MISCONF: recovered');
+		fault_done('MISCONF: failed snapshot stops writes', $misconf_mark);
 		$m->quit;
 	}
 	$misconf->kill9;
@@ -147,6 +157,7 @@ is((rl_run($s, call_sql('warm')))[0], 't|9|0', 'warm-up call answered');
 
 # 4. maxclients reached: a new backend's connection is refused with a
 # clear message, and it does not retry within retry_interval.
+$mark = fault_mark();
 {
 	my $clients = $redis->info('clients', 'connected_clients') - 1;
 	$redis->cli('CONFIG', 'SET', 'maxclients', $clients + 1);
@@ -168,6 +179,7 @@ is((rl_run($s, call_sql('warm')))[0], 't|9|0', 'warm-up call answered');
 				  $redis->cli('CONFIG', 'GET', 'maxclients') =~ /10000/ }, 5),
 		'maxclients restored');
 }
+fault_done('maxclients reached', $mark);
 
 # 5. requirepass: a wrong password (WRONGPASS) and none (NOAUTH) get the
 # policy answer; neither secret shows anywhere; the right one, set with
@@ -175,6 +187,7 @@ is((rl_run($s, call_sql('warm')))[0], 't|9|0', 'warm-up call answered');
 my $secret = 'Redis-Secret-42x';
 my $wrong = 'Wrong-Secret-17q';
 my @leaks;
+$mark = fault_mark();
 {
 	$redis->cli('CONFIG', 'SET', 'requirepass', $secret);
 	$redis->set_auth('-a', $secret);
@@ -215,9 +228,11 @@ my @leaks;
 	is((rl_run($n, call_sql('pw')))[0], 't|8|0', 'password removed again');
 	$n->quit;
 }
+fault_done('wrong password (WRONGPASS) and none (NOAUTH)', $mark);
 
 # 6. ACL users: all commands on the key prefix; the least privilege the
 # scripts need; and users lacking a needed permission (ERROR, not open).
+$mark = fault_mark();
 {
 	my %users = (
 		rl_all => '~rl:* +@all',
@@ -274,6 +289,7 @@ my @leaks;
 		$a->quit;
 	}
 }
+fault_done('least-privilege ACL users, and NOPERM', $mark);
 
 # No secret anywhere: WARNINGs, last_error, CLIENT LIST, the server log.
 # One line is PostgreSQL's own, not the extension's: on pg_reload_conf()
@@ -301,6 +317,7 @@ my @leaks;
 # 7. Fail-over: a replica refuses writes (READONLY: policy answer); once
 # promoted and switched to with ALTER SYSTEM, an existing session goes on
 # with the replicated count.
+$mark = fault_mark();
 {
 	my $replica = RLRedis->new(
 		name => 'replica',
@@ -342,7 +359,10 @@ my @leaks;
 			sub { !grep { $_ eq "pg:$dboid:$spid" } @{ $redis->client_names } }, 5),
 		'fail-over: the old link was closed');
 	is($replica->cli('HGET', $key, 'n'), 11, 'fail-over: the new server counts on');
+	fact('count_checks.004', 11);
+	fact('miscounted.004', abs(($replica->cli('HGET', $key, 'n') // 0) - 11));
 }
+fault_done('replica READONLY, then promoted and switched to with pg_reload_conf()', $mark);
 
 $s->quit;
 $node->stop;
