@@ -13,8 +13,11 @@
 # then installs the build if it may, or goes on if the installed extension
 # is byte for byte this build.
 #
-# It ends with one line per suite and, as its very last line,
-# "N passed, N failed" summed over pg_regress tests and TAP test points.
+# It ends with one line per suite, a closing summary of what the suites
+# measured in this run (load held, faults staged and survived, bad inputs
+# tried, counts lost or doubled; see rl_facts_table) and, as its very last
+# line, "N passed, N failed" summed over pg_regress tests and TAP test
+# points.
 # The exit status is non-zero if anything failed.  Every server it started
 # is stopped on exit (test/lib/servers.sh traps EXIT); RL_KEEP=1 keeps
 # the temporary directory for inspection.
@@ -208,6 +211,7 @@ rl_run_tap() {
 		-u RL_REDIS_PORT \
 		PATH="$RL_PGBIN:$PATH" \
 		TESTDIR="$RL_TMP/tap" \
+		RL_FACTS="$RL_TMP/tap/facts" \
 		PG_REGRESS="$RL_PG_REGRESS" \
 		RL_TAP_INC="$RL_TAP_LIB:$RL_ROOT/test/perl" \
 		perl -e "$RL_TAP_WRAPPER" "$results" "${files[@]}")
@@ -231,6 +235,90 @@ rl_run_tap() {
 	fi
 }
 
+# The closing summary: figures the suites measured in this run.  The TAP
+# suites append "key<TAB>value" lines to $RL_TMP/tap/facts (RLRedis::fact),
+# each key naming a figure and its suite, e.g. "calls.007"; the bad inputs
+# of the pg_regress suites are the argument errors in their results.
+rl_facts_table() {
+	local facts=$RL_TMP/tap/facts results=$RL_TMP/regress/results
+	local regress_bad=0 f n
+	for f in errors batch layered; do
+		[ -f "$results/$f.out" ] || continue
+		n=$(grep -cE '(^|[| ])(22004|22023|2202E|54000): |^ERROR:  ' \
+			"$results/$f.out")
+		regress_bad=$((regress_bad + n))
+	done
+	[ -f "$facts" ] || facts=/dev/null
+	rl_note "closing summary (figures measured in this run)"
+	awk -F '\t' -v regress_bad="$regress_bad" '
+	{
+		n = split($1, part, ".")
+		name = part[1]
+		suite = (n > 1) ? part[2] : "?"
+		if (name == "fault" || name == "fault_failed") {
+			nfault++
+			fault[nfault] = $2
+			failed[nfault] = (name == "fault_failed")
+			nfailed += failed[nfault]
+		} else if (name == "todo") {
+			if (!(($2) in todo_seen)) {
+				todo_seen[$2] = 1
+				todo[++ntodo] = "TAP " suite ": " $2
+			}
+		} else if (name == "clients") {
+			if ($2 + 0 > clients[suite]) clients[suite] = $2 + 0
+			if ($2 + 0 > maxclients) maxclients = $2 + 0
+		} else {
+			sum[name, suite] += $2
+			total[name] += $2
+			seen[name, suite] = 1
+		}
+	}
+	function row(what, figures) { printf "%-26s %s\n", what, figures }
+	function sub_row(figures) { printf "%-26s   %s\n", "", figures }
+	END {
+		row("load held", sprintf("%d calls from up to %d concurrent clients, %d errors",
+			total["calls"], maxclients, total["pgbench_errors"]))
+		for (i = 1; i < 100; i++) {
+			s = sprintf("%03d", i)
+			if (!(("calls", s) in seen))
+				continue
+			extra = ""
+			if (("allowed", s) in seen)
+				extra = sprintf("; hot keys: %d allowed + %d denied, exact",
+					sum["allowed", s], sum["denied", s])
+			sub_row(sprintf("TAP %s: %d calls, %d clients, %d errors%s", s,
+				sum["calls", s], clients[s], sum["pgbench_errors", s], extra))
+		}
+		row("faults staged, survived", sprintf("%d staged, %d survived",
+			nfault, nfault - nfailed))
+		for (i = 1; i <= nfault; i++)
+			sub_row((failed[i] ? "FAILED    " : "survived  ") fault[i])
+		row("bad inputs tried", sprintf("%d, each refused with its documented SQLSTATE",
+			total["bad_inputs"] + regress_bad))
+		for (i = 1; i < 100; i++) {
+			s = sprintf("%03d", i)
+			if (("bad_inputs", s) in seen)
+				sub_row(sprintf("TAP %s: %d random argument combinations", s,
+					sum["bad_inputs", s]))
+		}
+		sub_row(sprintf("pg_regress errors, batch, layered: %d", regress_bad))
+		row("lost or double-counted", sprintf("%d (must be 0) in %d counted calls checked",
+			total["miscounted"], total["count_checks"]))
+		for (i = 1; i < 100; i++) {
+			s = sprintf("%03d", i)
+			if (("count_checks", s) in seen)
+				sub_row(sprintf("TAP %s: %d in %d", s, sum["miscounted", s],
+					sum["count_checks", s]))
+		}
+		if (ntodo > 0) {
+			row("known defects (TODO)", ntodo)
+			for (i = 1; i <= ntodo; i++)
+				sub_row(todo[i])
+		}
+	}' "$facts"
+}
+
 rl_summary() {
 	local s name passed failed total_passed=0 total_failed=0
 	rl_note "summary"
@@ -240,6 +328,7 @@ rl_summary() {
 		total_passed=$((total_passed + passed))
 		total_failed=$((total_failed + failed))
 	done
+	rl_facts_table
 	echo "$total_passed passed, $total_failed failed"
 	[ "$total_failed" = 0 ]
 }
