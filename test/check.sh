@@ -237,8 +237,10 @@ rl_run_tap() {
 
 # The closing summary: figures the suites measured in this run.  The TAP
 # suites append "key<TAB>value" lines to $RL_TMP/tap/facts (RLRedis::fact),
-# each key naming a figure and its suite, e.g. "calls.007"; the bad inputs
-# of the pg_regress suites are the argument errors in their results.
+# each key naming a figure and its suite, e.g. "calls.007" (summed),
+# "fault" (a name), "figure.007" (a measurement, printed as it is); the
+# bad inputs of the pg_regress suites are the argument errors in their
+# results.
 rl_facts_table() {
 	local facts=$RL_TMP/tap/facts results=$RL_TMP/regress/results
 	local regress_bad=0 f n
@@ -260,6 +262,8 @@ rl_facts_table() {
 			fault[nfault] = $2
 			failed[nfault] = (name == "fault_failed")
 			nfailed += failed[nfault]
+		} else if (name == "figure") {
+			figure[++nfigure] = "TAP " suite ": " $2
 		} else if (name == "todo") {
 			if (!(($2) in todo_seen)) {
 				todo_seen[$2] = 1
@@ -310,6 +314,11 @@ rl_facts_table() {
 			if (("count_checks", s) in seen)
 				sub_row(sprintf("TAP %s: %d in %d", s, sum["miscounted", s],
 					sum["count_checks", s]))
+		}
+		if (nfigure > 0) {
+			row("also measured", "")
+			for (i = 1; i <= nfigure; i++)
+				sub_row(figure[i])
 		}
 		if (ntodo > 0) {
 			row("known defects (TODO)", ntodo)

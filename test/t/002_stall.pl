@@ -77,6 +77,8 @@ $redis->stall;
 {
 	my ($out, $err, $t) = rl_run($s1, call_sql('st'));
 	note 'fail open while stalled: ' . fmt($t);
+	fact('figure.002', 'stalled Redis: fail-open answer after ' . fmt($t)
+		  . ' (command_timeout 300 ms)');
 	is($out, 't||0', 'stalled, open: allowed with unknown remaining');
 	ok($t >= $timeout - 0.05 && $t < $timeout + $margin,
 		'stalled, open: answered after command_timeout (' . fmt($t) . ')');
@@ -120,6 +122,7 @@ my $s2pid = backend_pid($s2);
 	my ($out, $err) = rl_finish($s2);
 	my $t = time - $t0;
 	note 'pg_cancel_backend to error: ' . fmt($t);
+	fact('figure.002', 'stalled Redis: pg_cancel_backend to ERROR 57014 in ' . fmt($t));
 	like($err, qr/ERROR:  57014: canceling statement due to user request/,
 		'cancel: ERROR 57014');
 	is($out, '', 'cancel: no row, no fail-open answer');
@@ -136,6 +139,8 @@ for my $case ([ $s3, 'cy', 'open link' ], [ $s2, 'cx', 'connecting' ])
 	rl_run($s, "SET statement_timeout = '200ms'");
 	my ($out, $err, $t) = rl_run($s, call_sql($key));
 	note "statement_timeout, $what: " . fmt($t);
+	fact('figure.002', "stalled Redis: statement_timeout 200 ms ($what) ended the call after "
+		  . fmt($t) . ' (command_timeout 5 s)');
 	like($err, qr/ERROR:  57014: canceling statement due to statement timeout/,
 		"statement_timeout, $what: ERROR 57014");
 	is($out, '', "statement_timeout, $what: never an allowed row");
@@ -252,6 +257,8 @@ usleep(100_000);
 {
 	my ($out, $err, $t) = rl_run($s6, call_sql('storm'));
 	note 'call under a NOTIFY storm: ' . fmt($t);
+	fact('figure.002', 'stalled Redis: a 1 s command_timeout under a NOTIFY storm held at '
+		  . fmt($t));
 	like($out, qr/^t\|\|0/, 'storm: fail-open answer after the timeout');
 	ok($t >= 0.95 && $t < 1.5, 'storm: the 1 s timeout held (' . fmt($t) . ')');
 	rl_finish($notifier);
@@ -278,6 +285,8 @@ $node->kill9;
 my $exit = rl_wait_for(sub { !proc_alive($s7pid) }, 10);
 $exit = time - $t0 if defined $exit;
 note 'postmaster kill -9 to backend exit: ' . (defined $exit ? fmt($exit) : 'never');
+fact('figure.002', 'stalled Redis: postmaster kill -9 to waiting backend exit in '
+	  . (defined $exit ? fmt($exit) : 'never'));
 ok(defined $exit && $exit < 2, 'postmaster death: the waiting backend exits promptly');
 
 $redis->resume;

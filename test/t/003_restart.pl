@@ -190,6 +190,9 @@ $mark = fault_mark();
 	my $warnings = () =
 	  $log =~ /\[$pid\].*WARNING:  Redis server \S+ is unavailable/g;
 	note "WARNINGs in the server log for backend $pid: $warnings";
+	fact('figure.003', sprintf('Redis down: 5000 calls in %s (%.1f us each), '
+		  . '%d connection attempts, %d WARNING(s) logged',
+		fmt($t), $t * 1e6 / 5000, $st->{failures}, $warnings));
 	ok($warnings >= 1 && $warnings <= 2, "down: $warnings WARNING(s) in the server log");
 	$d->quit;
 }

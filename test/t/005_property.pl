@@ -609,6 +609,8 @@ is($rejected, $nbad, "all $nbad invalid inputs refused");
 	is($exp, $keys, 'every key the random calls wrote has a TTL');
 }
 fact('bad_inputs.005', $rejected // 0);
+fact('figure.005', sprintf('property: seed %d, %d random calls (%d invalid) in %.1f s, '
+	  . '%d answers within the contract', $seed, $NCASES, $nbad, $elapsed, $answers // 0));
 fact('checked_answers.005', $answers // 0);
 
 # ---------------------------------------------------------------------
@@ -922,6 +924,8 @@ for my $ti (0 .. $#triples)
 	note "  $seen{t} allowed, $seen{f} denied, $seen{back} clock steps back";
 }
 note "model check: $steps_total steps, $expired short-TTL keys waited out";
+fact('figure.005', sprintf('model check: %d triples, %d steps, %d mismatches with the '
+	  . 'exact models', scalar(@triples), $steps_total, $mismatches));
 fact('count_checks.005', $steps_total);
 fact('miscounted.005', $mismatches);
 

@@ -100,6 +100,8 @@ $keyspace_during = $redis->info('keyspace', 'db0') // '';
 note "during the run: Redis clients over the baseline $during, "
   . scalar(@named) . ' named pg:<db>:<pid>, ' . scalar(@pgpids) . ' pgbench backends';
 is($during, scalar(@pgpids), 'during the run: one Redis client per backend, no more');
+fact('figure.007', "soak: Redis clients over the baseline near the end: $during, "
+	  . scalar(@pgpids) . ' pgbench backends, ' . scalar(@named) . ' clients named after them');
 is(scalar(@pgpids), $clients, "during the run: all $clients pgbench backends there");
 is_deeply(\@named, \@pgpids, 'during the run: the Redis clients are exactly those backends');
 
@@ -120,6 +122,8 @@ is($rc, 0, 'pgbench exit code 0') or diag $err;
 is($failed, 0, 'pgbench: no failed transaction');
 unlike($err, qr/ERROR|FATAL|aborted/, 'pgbench: no error, no aborted client') or diag $err;
 ok($processed > 0, "pgbench: $processed calls");
+fact('figure.007', sprintf('soak: pgbench -c %d -j 4 -M prepared -T %d, six algorithms, '
+	  . '1000 keys: %d calls, %.0f per second', $clients, $secs, $processed, $tps // 0));
 
 # Back to the baseline of clients within 2 s of pgbench's exit.
 my $gone = rl_wait_for(
@@ -153,7 +157,12 @@ is($runs, $processed, 'Redis ran exactly one script per pgbench call');
 	  . (defined $drained_after ? sprintf('%.2f s after the run', $drained_after) : 'never');
 	ok(defined $drained_after && $drained_after <= $max_ttl + 2,
 		"every key expired within the longest TTL ($max_ttl s) + 2 s of the run");
-	fact('drain_seconds.007', sprintf('%.2f', $drained_after // -1));
+	my ($kd, $ed) = $keyspace_during =~ /keys=(\d+),expires=(\d+)/;
+	fact('figure.007', sprintf('soak: near the end %d keys, %d with a TTL; Redis clients '
+		  . 'back to the baseline %s after pgbench exited; keyspace empty %s after',
+		$kd // 0, $ed // 0,
+		defined $gone_after ? sprintf('%.2f s', $gone_after) : 'never',
+		defined $drained_after ? sprintf('%.2f s', $drained_after) : 'never'));
 }
 
 fact('calls.007', $processed);
@@ -208,8 +217,10 @@ sub three_runs
 	my ($rss, $fd0, $fd1, $secs) = three_runs('Redis up', 100000);
 	my $growth = $rss->[2] - $rss->[1];
 	ok($growth < 2048, "Redis up: RSS grew $growth kB from run 2 to run 3 (< 2 MB)");
-	fact('rss_growth_kb_up.007', $growth);
 	note sprintf('Redis up: %.1f us per call', $secs->[2] * 1e6 / 100000);
+	fact('figure.007', sprintf('memory, Redis up: VmRSS %s kB after 3 x 100000 calls '
+		  . '(+%d kB run 2 to 3), %.1f us per call', join(' / ', @$rss), $growth,
+		$secs->[2] * 1e6 / 100000));
 }
 {
 	my $mark = fault_mark();
@@ -223,7 +234,9 @@ sub three_runs
 	is($open, 300000, 'Redis stopped: rl_status counts 300000 fail-open answers');
 	note sprintf('Redis stopped: %.2f us per call, %d connection attempts',
 		$secs->[2] * 1e6 / 100000, $failures);
-	fact('rss_growth_kb_down.007', $growth);
+	fact('figure.007', sprintf('memory, Redis stopped: VmRSS %s kB (+%d kB run 2 to 3), '
+		  . '%.2f us per call, open fds %d -> %d', join(' / ', @$rss), $growth,
+		$secs->[2] * 1e6 / 100000, $fd0, $fd1));
 	fault_done('Redis stopped under 300000 calls (memory, fds)', $mark);
 }
 
