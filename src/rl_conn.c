@@ -37,7 +37,7 @@
 
 #include "rl_conn.h"
 
-/* Seconds between two WARNINGs about an unavailable Redis, per backend. */
+/* Time between two WARNINGs about an unavailable Redis, per backend. */
 #define RL_WARNING_INTERVAL_MS	60000
 
 static redisContext *rl_ctx = NULL;
