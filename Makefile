@@ -43,3 +43,6 @@ src/rl_scripts_gen.h: $(LUA_SCRIPTS) src/gen_scripts.sh
 	sh src/gen_scripts.sh lua > $@.tmp && mv $@.tmp $@
 
 src/rl_scripts.o: src/rl_scripts_gen.h
+
+# PGXS tracks no header dependencies: rebuild every object when one changes.
+$(OBJS): $(wildcard src/*.h)

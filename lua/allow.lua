@@ -13,10 +13,12 @@ local function rl_allow(algorithm)
   local now = rl_clock(ARGV[4])
   local ok, remaining, retry, reset, apply =
     algorithm(KEYS[1], limit, window, cost, now)
-  if not ok then
+  -- A peek is always admitted, also when a lowered limit leaves the
+  -- state above it: it consumes nothing.
+  if not ok and cost > 0 then
     return {0, math.max(0, remaining), math.max(1, rl_ms(retry)), rl_ms(reset)}
   end
-  if apply then
+  if ok and apply then
     apply()
   end
   return {1, math.max(0, remaining), 0, rl_ms(reset)}

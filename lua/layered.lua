@@ -39,6 +39,10 @@ local function rl_layered()
     local cost = tonumber(ARGV[base + 3])
     local ok, left, wait, fresh, apply =
       algorithm(KEYS[i], limit, window, cost, now)
+    -- A rule asked for nothing admits (a peek), whatever its state.
+    if cost == 0 then
+      ok = true
+    end
     if not ok then
       all_ok = false
     end

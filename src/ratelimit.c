@@ -19,6 +19,7 @@
 
 #include "access/htup_details.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -26,6 +27,8 @@
 #include "rl_scripts.h"
 
 PG_MODULE_MAGIC;
+
+bool		rl_preloaded = false;
 
 PGDLLEXPORT void _PG_init(void);
 
@@ -37,10 +40,12 @@ PG_FUNCTION_INFO_V1(rl_status);
 /*
  * Only the settings: the connection is opened on first use, in the
  * backend, never in the postmaster, whose sockets every child would share.
+ * The library must be preloaded (see rl_require_preload).
  */
 void
 _PG_init(void)
 {
+	rl_preloaded = process_shared_preload_libraries_in_progress;
 	rl_define_settings();
 }
 

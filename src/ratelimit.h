@@ -110,8 +110,10 @@ typedef struct RlCounters
 } RlCounters;
 
 extern RlCounters rl_counters;
+extern void rl_require_preload(void);
 
 /* ratelimit.c */
+extern bool rl_preloaded;
 extern void rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
 						  const int64 *costs, int n, RlAnswer *answers);
 extern HeapTuple rl_answer_tuple(TupleDesc desc, const RlAnswer *answer);

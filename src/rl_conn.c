@@ -519,6 +519,26 @@ rl_connect(char *signature)
 }
 
 /*
+ * Settings are safe only when the library is loaded in the postmaster.
+ * Loaded later, in a backend, its settings are placeholders until then:
+ * any role could read the password, and a role's connection options
+ * (PGOPTIONS) would be refused at load but would already have replaced
+ * the configured values, leaving the built-in defaults (fail open, the
+ * default endpoint and prefix).  So, like pg_stat_statements, refuse to
+ * work unless preloaded; it is an ERROR, never a policy answer.
+ */
+void
+rl_require_preload(void)
+{
+	if (!rl_preloaded)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("ratelimit must be loaded via shared_preload_libraries"),
+				 errdetail("Loaded later, its settings could be read or reset by any role before the library loads."),
+				 errhint("Add 'ratelimit' to shared_preload_libraries and restart the server.")));
+}
+
+/*
  * Makes sure a usable connection is open.  False means Redis is
  * unavailable for this call: inside the retry interval after a failure,
  * or a connection attempt that just failed.
@@ -526,7 +546,10 @@ rl_connect(char *signature)
 bool
 rl_conn_ready(void)
 {
-	char	   *signature = rl_signature();
+	char	   *signature;
+
+	rl_require_preload();
+	signature = rl_signature();
 
 	/* A command cut short by an error left its reply unread: drop it. */
 	if (rl_ctx != NULL && rl_busy)

@@ -111,6 +111,7 @@ rl_start_pg() {
 		echo "unix_socket_directories = '$RL_TMP'"
 		echo "fsync = off"
 		echo "max_connections = 120"
+		echo "shared_preload_libraries = 'ratelimit'"
 		echo "ratelimit.redis_port = $redisport"
 		for line in "$@"; do echo "$line"; done
 	} | rl_as_owner tee -a "$dir/postgresql.conf" >/dev/null

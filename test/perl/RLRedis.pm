@@ -307,6 +307,7 @@ sub rl_node
 	$node->append_conf(
 		'postgresql.conf', qq{
 max_connections = 100
+shared_preload_libraries = 'ratelimit'
 ratelimit.redis_port = $port
 ratelimit.connect_timeout = 300
 ratelimit.command_timeout = 300

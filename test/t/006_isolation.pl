@@ -12,14 +12,12 @@
 #   - An ordinary role can neither change any ratelimit.* setting nor read
 #     the Redis password, by any path that needs no SECURITY DEFINER
 #     function: SET, set_config, DO, RESET, a function's SET clause, ALTER
-#     ROLE / DATABASE / SYSTEM, connection options, before the library is
-#     loaded in its backend as well as after.  The password never shows in
-#     CLIENT LIST or rl_status().
-#   - Two holes remain while the library is not preloaded, both marked
-#     TODO: before the library loads in a backend, a role can read the
-#     password (an unflagged placeholder), and connection options reset
-#     the settings they name to the built-in defaults.  With
-#     shared_preload_libraries = 'ratelimit' both are closed (checked).
+#     ROLE / DATABASE / SYSTEM, connection options.  The password never
+#     shows in CLIENT LIST or rl_status().
+#   - Those guarantees need the library preloaded (a later load leaves
+#     its settings as placeholders until then: readable, and reset by a
+#     role's connection options), so without shared_preload_libraries
+#     every call is refused with 55000, never answered by policy.
 
 use strict;
 use warnings;
@@ -357,28 +355,29 @@ sub changed_after
 	is_deeply($changed, [], 'after all that, every setting is as configured');
 }
 
-# 6b. Before the library is loaded in the role's backend, "ratelimit.x"
-# is only a placeholder anyone may set; loading the library must throw
-# the role's values away and keep the configured ones.
+# 6b. In a fresh session, before any rl_ call: the settings exist (the
+# postmaster loaded the library), so every attempt is refused at once and
+# the configured values stay.
 {
 	my $sets = join(";\n", map { "SET $_ = '$try{$_}'" } @plain_settings);
 	my $calls = join(";\n",
 		map { "SELECT 'set', set_config('$_', '$try{$_}', false)" } @plain_settings);
 	my $local = "BEGIN;\n"
-	  . join(";\n", map { "SET LOCAL $_ = '$try{$_}'" } @plain_settings);
+	  . join(";\n", map { "SET LOCAL $_ = '$try{$_}'" } @plain_settings)
+	  . ";\nROLLBACK";
 	for my $case ([ 'SET', $sets ], [ 'set_config', $calls ],
-		[ 'SET LOCAL, then a call in that transaction', $local ])
+		[ 'SET LOCAL', $local ])
 	{
 		my ($what, $prelude) = @$case;
 		my ($changed, $out, $err) = changed_after($prelude);
 		is_deeply($changed, [],
-			"before loading, $what: the configured values stay once it loads")
+			"fresh session, $what: the configured values stay")
 		  or diag "$out\n$err";
-		like($err, qr/WARNING:  permission denied to set parameter "ratelimit\.failure_mode"/,
-			"before loading, $what: a WARNING says the role's value was refused");
+		like($err, qr/ERROR:  permission denied to set parameter "ratelimit\./,
+			"fresh session, $what: refused with an error");
 	}
 
-	# Stored settings are checked when stored: refused before any load.
+	# Stored settings are checked when stored.
 	my ($out, $err) = sql('a', join(";\n",
 		map { "SELECT '$_', try('ALTER ROLE plain SET $_ = ''$try{$_}''')"
 			. " || try('ALTER DATABASE a SET $_ = ''$try{$_}''')"
@@ -386,7 +385,7 @@ sub changed_after
 			. "SET $_ = ''$try{$_}'' RETURN 1')" } @settings), 'plain');
 	push @seen, $out, $err;
 	my @wrong = grep { !/\|425014250142501$/ } split /\n/, $out;
-	is(scalar(@wrong), 0, 'before loading: ALTER ROLE SET, ALTER DATABASE SET '
+	is(scalar(@wrong), 0, 'ALTER ROLE SET, ALTER DATABASE SET '
 		  . 'and a function SET clause refused (42501) for every setting')
 	  or diag "$out\n$err";
 	is($node->safe_psql('postgres',
@@ -394,24 +393,17 @@ sub changed_after
 		  . "WHERE c LIKE 'ratelimit.%'"), 0,
 		'no ratelimit.* setting stored for a role or database');
 
-	# Connection options are the one path that gets through: the role's
-	# value is refused at load, but it had replaced the configured value
-	# in the placeholder, so the built-in default is left.  With
-	# failure_mode configured closed and Redis on its own port, a role
-	# connecting with these options is served by the default 'open' policy
-	# against the default port.
-	my $opts = '-c ratelimit.failure_mode=closed -c ratelimit.redis_port=6390';
+	# Connection options: with the library preloaded the settings exist
+	# when the startup packet is read, so a role's option is refused and
+	# the connection with it.
+	my $opts = '-c ratelimit.failure_mode=open -c ratelimit.redis_port=6390';
 	my ($changed, $out2, $err2) = changed_after('SELECT 1', $opts);
-	note "with PGOPTIONS='$opts' the role's backend has: @$changed";
-  TODO:
-	{
-		local $TODO = 'connection options reset the named settings to their '
-		  . 'built-in defaults unless the library is preloaded';
-		is_deeply($changed, [],
-			'before loading, connection options: the configured values stay');
-	}
-	fact('todo.006', 'connection options reset settings to defaults (no preload)')
-	  if @$changed;
+	push @seen, $out2, $err2;
+	like($err2, qr/permission denied to set parameter "ratelimit\./,
+		'connection options naming a ratelimit setting are refused');
+	unlike($out2, qr/^call\|/m, 'and no call is served under them');
+	($changed) = changed_after('SELECT 1');
+	is_deeply($changed, [], 'the configured values stay in the next session');
 }
 
 # 6c. Reading the password, in a backend that has loaded the library.
@@ -455,23 +447,17 @@ sub changed_after
 		  . scalar(@seen) . ' outputs)');
 }
 
-# 6d. Before the library is loaded, the password from the configuration
-# is a placeholder without the superuser-only flag.
+# 6d. In a fresh session, before any rl_ call: the password is already
+# the superuser-only setting, since the postmaster loaded the library.
 {
 	my ($out) = sql('a', q{
 		SELECT 'show', try('SHOW ratelimit.redis_password');
-		SELECT 'value', current_setting('ratelimit.redis_password', true);
+		SELECT 'value', try($$SELECT current_setting('ratelimit.redis_password', true)$$);
 	}, 'plain');
-	my $leaked = $out =~ /\Q$secret\E/;
-	note 'before the library loads, the role reads: ' . join(' ', split /\n/, $out);
-  TODO:
-	{
-		local $TODO = 'the password is readable by any role until the library '
-		  . 'loads in its backend, unless the library is preloaded';
-		ok(!$leaked, 'before loading the library, the role cannot read the password');
-	}
-	fact('todo.006', 'password readable before the library loads (no preload)')
-	  if $leaked;
+	push @seen, $out;
+	is($out, "show|42501\nvalue|42501",
+		'a fresh session cannot read the password before any call');
+	unlike($out, qr/\Q$secret\E/, 'no password shown');
 }
 
 # 6e. The superuser's view: rl_status() and CLIENT LIST show no password.
@@ -487,23 +473,26 @@ sub changed_after
 	unlike($list, qr/\Q$secret\E/, 'CLIENT LIST does not show the password');
 }
 
-# 6f. With the library preloaded (shared_preload_libraries), the settings
-# exist before any client option is read: both holes above are closed.
+# 6f. Without preloading, the extension refuses to work: an ERROR, never
+# a policy answer (failure_mode is closed here, and open would be worse).
 {
+	$node->append_conf('postgresql.conf', "shared_preload_libraries = ''\n");
+	$node->restart;
+	my ($out, $err) = sql('a', q{
+		SELECT 'call', allowed FROM rl_allow('nopreload', 'gcra', 5, '1 hour');
+	}, 'plain');
+	like($err, qr/ratelimit must be loaded via shared_preload_libraries/,
+		'not preloaded: rl_allow raises an error');
+	unlike($out, qr/^call\|/m, 'not preloaded: no answer, not even the policy\'s');
+	local $ENV{PGOPTIONS} = '-c ratelimit.failure_mode=open';
+	($out, $err) = sql('a', q{
+		SELECT 'call', allowed FROM rl_allow('nopreload', 'gcra', 5, '1 hour');
+	}, 'plain');
+	delete $ENV{PGOPTIONS};
+	unlike($out, qr/^call\|t/m,
+		'not preloaded: connection options cannot turn the limiter open');
 	$node->append_conf('postgresql.conf', "shared_preload_libraries = 'ratelimit'\n");
 	$node->restart;
-	local $ENV{PGOPTIONS} = '-c ratelimit.failure_mode=open';
-	my ($out, $err) = sql('a', 'SELECT 1', 'plain');
-	like($err, qr/permission denied to set parameter "ratelimit\.failure_mode"/,
-		'preloaded: a connection option for a ratelimit setting is refused');
-	delete $ENV{PGOPTIONS};
-	($out, $err) = sql('a', q{
-		SELECT 'show', try('SHOW ratelimit.redis_password');
-		SELECT 'failure_mode', current_setting('ratelimit.failure_mode');
-	}, 'plain');
-	is($out, "show|42501\nfailure_mode|closed",
-		'preloaded: the password unreadable, the settings as configured, before any call');
-	unlike("$out$err", qr/\Q$secret\E/, 'preloaded: no password shown');
 }
 
 $node->safe_psql('postgres', q{
