@@ -15,6 +15,7 @@
 
 #include "fmgr.h"
 #include "access/htup.h"
+#include "utils/array.h"
 #include "access/tupdesc.h"
 #include "datatype/timestamp.h"
 
@@ -94,6 +95,7 @@ extern char *rl_redis_key(const char *key, int keylen, const RlLimiter *limiter,
 						  bool with_window);
 extern const char *rl_clock_arg(void);
 extern void rl_require_args(FunctionCallInfo fcinfo, int nargs);
+extern Datum *rl_array_elements(ArrayType *arr, const char *what, int *n);
 
 /* rl_conn.c: counters this backend keeps for rl_status() */
 typedef struct RlCounters

@@ -18,9 +18,10 @@
 #include <math.h>
 
 #include "lib/stringinfo.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
 
 #include "ratelimit.h"
 
@@ -238,4 +239,36 @@ rl_clock_arg(void)
 		return "0";
 	snprintf(buf, sizeof(buf), "%.0f", rint(rl_test_clock_ms * 1000.0));
 	return buf;
+}
+
+/*
+ * Unpacks a one-dimensional array argument, rejecting NULL elements: a
+ * NULL key, cost or rule has no answer, and skipping it would shift every
+ * later answer against its element.
+ */
+Datum *
+rl_array_elements(ArrayType *arr, const char *what, int *n)
+{
+	Oid			elemtype = ARR_ELEMTYPE(arr);
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	Datum	   *elems;
+	bool	   *nulls;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s must be a one-dimensional array", what)));
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	deconstruct_array(arr, elemtype, typlen, typbyval, typalign,
+					  &elems, &nulls, n);
+	for (int i = 0; i < *n; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("element %d of %s must not be null", i + 1, what)));
+	}
+	return elems;
 }

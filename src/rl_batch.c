@@ -44,37 +44,13 @@
 
 PG_FUNCTION_INFO_V1(rl_allow_many);
 
-/*
- * Unpacks a one-dimensional array argument, rejecting NULL elements:
- * a NULL key or cost has no answer, and skipping it would shift every
- * later row against its key.
- */
+/* An array argument's elements, at most RL_MAX_BATCH of them. */
 static Datum *
-rl_array_elements(FunctionCallInfo fcinfo, int argno, const char *what,
+rl_batch_elements(FunctionCallInfo fcinfo, int argno, const char *what,
 				  int *n)
 {
-	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(argno);
-	Oid			elemtype = ARR_ELEMTYPE(arr);
-	int16		typlen;
-	bool		typbyval;
-	char		typalign;
-	Datum	   *elems;
-	bool	   *nulls;
+	Datum	   *elems = rl_array_elements(PG_GETARG_ARRAYTYPE_P(argno), what, n);
 
-	if (ARR_NDIM(arr) > 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("%s must be a one-dimensional array", what)));
-	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
-	deconstruct_array(arr, elemtype, typlen, typbyval, typalign,
-					  &elems, &nulls, n);
-	for (int i = 0; i < *n; i++)
-	{
-		if (nulls[i])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("element %d of %s must not be null", i + 1, what)));
-	}
 	if (*n > RL_MAX_BATCH)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -119,7 +95,7 @@ rl_allow_many(PG_FUNCTION_ARGS)
 	RlAnswer   *answers;
 
 	rl_require_args(fcinfo, 5);
-	keys = rl_array_elements(fcinfo, 0, "keys", &n);
+	keys = rl_batch_elements(fcinfo, 0, "keys", &n);
 	limiter.algorithm = rl_parse_algorithm(PG_GETARG_TEXT_PP(1));
 	limiter.limit = PG_GETARG_INT64(2);
 	limiter.window_us = rl_window_us(PG_GETARG_INTERVAL_P(3));
@@ -129,7 +105,7 @@ rl_allow_many(PG_FUNCTION_ARGS)
 	if (rl_has_cost_array(fcinfo))
 	{
 		int			ncosts;
-		Datum	   *c = rl_array_elements(fcinfo, 4, "costs", &ncosts);
+		Datum	   *c = rl_batch_elements(fcinfo, 4, "costs", &ncosts);
 
 		if (ncosts != n)
 			ereport(ERROR,

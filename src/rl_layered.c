@@ -98,21 +98,10 @@ rl_check_rules(char **redis_keys, const RlLimiter *limiters,
 static int
 rl_parse_rules(ArrayType *arr, RlLimiter *limiters)
 {
-	Oid			elemtype = ARR_ELEMTYPE(arr);
-	int16		typlen;
-	bool		typbyval;
-	char		typalign;
 	Datum	   *elems;
-	bool	   *nulls;
 	int			n;
 
-	if (ARR_NDIM(arr) > 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("rules must be a one-dimensional array")));
-	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
-	deconstruct_array(arr, elemtype, typlen, typbyval, typalign,
-					  &elems, &nulls, &n);
+	elems = rl_array_elements(arr, "rules", &n);
 	if (n == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -129,10 +118,6 @@ rl_parse_rules(ArrayType *arr, RlLimiter *limiters)
 		Datum		field[3];
 		bool		isnull[3];
 
-		if (nulls[i])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("rule %d must not be null", i + 1)));
 		rule = DatumGetHeapTupleHeader(elems[i]);
 		for (int f = 0; f < 3; f++)
 		{
