@@ -219,6 +219,26 @@ $mark = fault_mark();
 }
 fault_done('CLIENT PAUSE WRITE beyond command_timeout', $mark);
 
+# 5c. DEBUG SLEEP: the server itself blocks (as under a slow command or a
+# fork on a big dataset); the call answers by policy after the timeout,
+# and the server serves the next call once it wakes.
+$mark = fault_mark();
+{
+	my $sleeper = $redis->cli_bg('DEBUG', 'SLEEP', '1');
+	usleep(100_000);    # the sleep has begun
+	my ($out, $err, $t) = rl_run($s5, call_sql('debugsleep'));
+	note 'call during DEBUG SLEEP 1: ' . fmt($t);
+	is($out, 't||0', 'debug sleep: policy answer');
+	ok($t >= $timeout - 0.05 && $t < $timeout + $margin,
+		'debug sleep: answered after command_timeout (' . fmt($t) . ')');
+	$sleeper->finish;
+	usleep(300_000);    # past retry_interval
+	my ($after) = rl_run($s5, call_sql('debugsleep'));
+	like($after, qr/^t\|[89]\|0$/,
+		'debug sleep: served again, the timed-out call counted at most once');
+}
+fault_done('DEBUG SLEEP beyond command_timeout', $mark);
+
 # 6. The cancelled session answers correctly afterwards, consistent with
 # what Redis holds (the cancelled call may have been applied: at most once).
 {
