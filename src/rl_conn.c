@@ -288,7 +288,7 @@ bool
 rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
 				  TimestampTz deadline)
 {
-	bool		ok;
+	bool		ok = false;
 
 	Assert(rl_ctx != NULL && !rl_busy);
 	for (int i = 0; i < n; i++)

@@ -154,7 +154,7 @@ rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
 	char	   *numkeys;
 	TimestampTz deadline;
 	int			missing = 0;
-	bool		ok;
+	bool		ok = false;
 
 	if (!rl_conn_ready())
 		return false;
