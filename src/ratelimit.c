@@ -38,15 +38,18 @@ PG_FUNCTION_INFO_V1(rl_reset);
 PG_FUNCTION_INFO_V1(rl_status);
 
 /*
- * Only the settings: the connection is opened on first use, in the
- * backend, never in the postmaster, whose sockets every child would share.
- * The library must be preloaded (see rl_require_preload).
+ * The settings and the deny cache's shared reset counter.  The connection
+ * is opened on first use, in the backend, never in the postmaster, whose
+ * sockets every child would share.  The library must be preloaded (see
+ * rl_require_preload).
  */
 void
 _PG_init(void)
 {
 	rl_preloaded = process_shared_preload_libraries_in_progress;
 	rl_define_settings();
+	if (rl_preloaded)
+		rl_cache_init();
 }
 
 /*
@@ -65,6 +68,7 @@ rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
 	char		limit[24];
 	char		window[24];
 	const char *clock = rl_clock_arg();
+	uint64		epoch = rl_cache_epoch();
 	int			m = 0;
 
 	snprintf(limit, sizeof(limit), INT64_FORMAT, limiter->limit);
@@ -109,7 +113,8 @@ rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
 		else
 		{
 			rl_counters.denied++;
-			rl_cache_remember(calls[j].params[0], limiter, costs[i], &got[j]);
+			rl_cache_remember(calls[j].params[0], limiter, costs[i], &got[j],
+							  epoch);
 		}
 	}
 }
@@ -193,6 +198,7 @@ rl_peek(PG_FUNCTION_ARGS)
 /*
  * Deletes limiter keys in one DEL; true if any existed.  Administrative,
  * so an unavailable Redis is an ERROR whatever the failure policy says.
+ * Every backend's cached denials are dropped, whatever the outcome.
  */
 bool
 rl_delete_keys(char **keys, int n)
@@ -202,17 +208,26 @@ rl_delete_keys(char **keys, int n)
 	RlCommand	cmd = {n + 1, argv, argvlen};
 	redisReply *reply;
 	bool		existed;
+	bool		sent = false;
 	TimestampTz at;
 
 	argv[0] = "DEL";
 	argvlen[0] = 3;
 	for (int i = 0; i < n; i++)
 	{
-		rl_cache_forget(keys[i]);
 		argv[i + 1] = keys[i];
 		argvlen[i + 1] = strlen(keys[i]);
 	}
-	if (!rl_run_command(&cmd, &reply))
+	PG_TRY();
+	{
+		sent = rl_run_command(&cmd, &reply);
+	}
+	PG_FINALLY();
+	{
+		rl_cache_invalidate();
+	}
+	PG_END_TRY();
+	if (!sent)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("Redis server %s is unavailable", rl_conn_endpoint()),

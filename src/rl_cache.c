@@ -12,9 +12,12 @@
  *
  * The cached answer can only deny, never admit, and it expires a little
  * after Redis would have admitted again (by the reply's travel time), so
- * it never lets more through.  What it gives up: an rl_reset made by
- * another backend is not seen until the entry expires.  That is why it is
- * off by default.  With a pinned test clock it is never used.
+ * it never lets more through.  Only a reset can make a denied call pass
+ * early.  Every rl_reset on this server bumps a counter in shared memory,
+ * and a backend that sees it move drops its cached denials, so a reset
+ * here is seen by every backend at once; a reset made elsewhere (another
+ * server, or the keys deleted in Redis) is seen when the denial expires.
+ * It is on by default.  With a pinned test clock it is never used.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -26,6 +29,11 @@
 #include "postgres.h"
 
 #include "common/hashfn.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -47,10 +55,82 @@ typedef struct RlCacheEntry
 	TimestampTz reset_at;
 } RlCacheEntry;
 
+/* Shared by every backend of the server. */
+typedef struct RlCacheShared
+{
+	pg_atomic_uint64 resets;	/* rl_reset calls so far */
+} RlCacheShared;
+
 static HTAB *rl_cache = NULL;
 static MemoryContext rl_cache_cxt = NULL;
+static uint64 rl_cache_resets = 0;	/* resets the cache has seen */
+static RlCacheShared *rl_cache_shared = NULL;
+static shmem_request_hook_type rl_prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type rl_prev_shmem_startup_hook = NULL;
 
-bool		rl_deny_cache = false;
+bool		rl_deny_cache = true;
+
+/* Room for the shared counter, asked for before shared memory is made. */
+static void
+rl_cache_shmem_request(void)
+{
+	if (rl_prev_shmem_request_hook)
+		rl_prev_shmem_request_hook();
+	RequestAddinShmemSpace(MAXALIGN(sizeof(RlCacheShared)));
+}
+
+/* Finds the shared counter, or makes it when the server starts. */
+static void
+rl_cache_shmem_startup(void)
+{
+	bool		found;
+
+	if (rl_prev_shmem_startup_hook)
+		rl_prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	rl_cache_shared = ShmemInitStruct("ratelimit", sizeof(RlCacheShared), &found);
+	if (!found)
+		pg_atomic_init_u64(&rl_cache_shared->resets, 0);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Asks for the shared reset counter; called from _PG_init while the
+ * library is being preloaded.
+ */
+void
+rl_cache_init(void)
+{
+	rl_prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = rl_cache_shmem_request;
+	rl_prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = rl_cache_shmem_startup;
+}
+
+/*
+ * The server's reset count.  A caller reads it before asking Redis and
+ * passes it to rl_cache_remember, so a denial that may predate a reset
+ * is never kept.
+ */
+uint64
+rl_cache_epoch(void)
+{
+	if (rl_cache_shared == NULL)
+		return 0;
+	return pg_atomic_read_u64(&rl_cache_shared->resets);
+}
+
+/*
+ * Tells every backend of this server that limiters were reset: their
+ * cached denials may be wrong now.  Called after the keys were deleted,
+ * whether or not the DEL was known to succeed.
+ */
+void
+rl_cache_invalidate(void)
+{
+	if (rl_cache_shared != NULL)
+		pg_atomic_fetch_add_u64(&rl_cache_shared->resets, 1);
+}
 
 static void
 rl_cache_create(void)
@@ -76,11 +156,25 @@ rl_cache_hash(const char *rkey)
 	return hash_bytes_extended((const unsigned char *) rkey, strlen(rkey), 0);
 }
 
-/* Usable only with the real clock: a pinned one does not move with time. */
+/*
+ * Usable only with the real clock (a pinned one does not move with time).
+ * Drops every cached denial once a reset has been made on this server.
+ */
 static bool
 rl_cache_enabled(void)
 {
-	return rl_deny_cache && rl_test_clock_ms <= 0;
+	uint64		resets;
+
+	if (!rl_deny_cache || rl_test_clock_ms > 0)
+		return false;
+	resets = rl_cache_epoch();
+	if (resets != rl_cache_resets)
+	{
+		if (rl_cache != NULL)
+			rl_cache_create();
+		rl_cache_resets = resets;
+	}
+	return true;
 }
 
 /*
@@ -139,17 +233,21 @@ rl_cache_make_room(TimestampTz now)
 		rl_cache_create();
 }
 
-/* Remembers a denial Redis just gave. */
+/*
+ * Remembers a denial Redis just gave, unless a reset was made since the
+ * call was sent (epoch, from rl_cache_epoch before sending).
+ */
 void
 rl_cache_remember(const char *rkey, const RlLimiter *limiter, int64 cost,
-				  const RlAnswer *answer)
+				  const RlAnswer *answer, uint64 epoch)
 {
 	uint64		hash;
 	RlCacheEntry *entry;
 	bool		found;
 	TimestampTz now;
 
-	if (!rl_cache_enabled() || !answer->known || answer->allowed)
+	if (!answer->known || answer->allowed || !rl_cache_enabled() ||
+		epoch != rl_cache_resets)
 		return;
 	now = GetCurrentTimestamp();
 	if (rl_cache == NULL)
@@ -168,22 +266,4 @@ rl_cache_remember(const char *rkey, const RlLimiter *limiter, int64 cost,
 	entry->remaining = answer->remaining;
 	entry->until = TimestampTzPlusMilliseconds(now, answer->retry_after_ms);
 	entry->reset_at = TimestampTzPlusMilliseconds(now, answer->reset_after_ms);
-}
-
-/* rl_reset in this backend forgets the limiter here too. */
-void
-rl_cache_forget(const char *rkey)
-{
-	uint64		hash;
-	RlCacheEntry *entry;
-
-	if (rl_cache == NULL)
-		return;
-	hash = rl_cache_hash(rkey);
-	entry = hash_search(rl_cache, &hash, HASH_FIND, NULL);
-	if (entry != NULL)
-	{
-		pfree(entry->rkey);
-		hash_search(rl_cache, &hash, HASH_REMOVE, NULL);
-	}
 }

@@ -17,10 +17,13 @@
 
 extern bool rl_deny_cache;
 
+extern void rl_cache_init(void);
+extern uint64 rl_cache_epoch(void);
+extern void rl_cache_invalidate(void);
 extern bool rl_cache_lookup(const char *rkey, const RlLimiter *limiter,
 							int64 cost, RlAnswer *answer);
 extern void rl_cache_remember(const char *rkey, const RlLimiter *limiter,
-							  int64 cost, const RlAnswer *answer);
-extern void rl_cache_forget(const char *rkey);
+							  int64 cost, const RlAnswer *answer,
+							  uint64 epoch);
 
 #endif							/* RL_CACHE_H */

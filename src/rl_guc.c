@@ -218,9 +218,9 @@ rl_define_settings(void)
 
 	DefineCustomBoolVariable("ratelimit.deny_cache",
 							 "Answers a denied limiter locally until its retry time has passed.",
-							 "Spares Redis a flood on a denied key; an rl_reset made by another backend is seen only when the cached denial expires.",
+							 "Spares Redis a flood on a denied key.  An rl_reset on this server is seen at once; one made elsewhere, when the cached denial expires.",
 							 &rl_deny_cache,
-							 false,
+							 true,
 							 PGC_SUSET,
 							 0,
 							 NULL,

@@ -1,11 +1,12 @@
 # test/t/008_deny_cache.pl
 #
-# The local over-limit cache (ratelimit.deny_cache).  Off, every call on a
-# denied key is a Redis round trip.  On, a backend answers a denied
-# limiter itself until the retry time Redis gave has passed, so a flood
-# costs Redis one call per backend per retry period, and the cache never
-# admits anything Redis would refuse: once the retry time has passed the
-# call goes to Redis again and is admitted.
+# The local over-limit cache (ratelimit.deny_cache, on by default).  Off,
+# every call on a denied key is a Redis round trip.  On, a backend answers
+# a denied limiter itself until the retry time Redis gave has passed, so a
+# flood costs Redis one call per backend per retry period, and the cache
+# never admits anything Redis would refuse: once the retry time has passed
+# the call goes to Redis again and is admitted.  An rl_reset in any
+# backend of the server drops every backend's cached denials.
 
 use strict;
 use warnings;
@@ -36,7 +37,11 @@ sub evalsha_calls { $redis->cmdstat('evalsha')->{calls} // 0 }
 
 my $s = rl_session($node);
 
-# Off (the default): every call reaches Redis.
+my ($default) = rl_run($s, 'SHOW ratelimit.deny_cache');
+is($default, 'on', 'the deny cache is on by default');
+
+# Off: every call reaches Redis.
+rl_run($s, 'SET ratelimit.deny_cache = off');
 $redis->cli('CONFIG', 'RESETSTAT');
 my ($ok, $no) = flood($s, 'off', 2000);
 is("$ok/$no", '5/1995', 'cache off: 5 of 2000 allowed');
@@ -77,6 +82,27 @@ flood($s, 'reset', 10);
 rl_run($s, "SELECT rl_reset('reset', 'gcra')");
 ($row) = rl_run($s, "SELECT allowed FROM rl_allow('reset', 'gcra', 5, '3 seconds')");
 is($row, 't', 'rl_reset clears the local denial');
+
+# rl_reset in another backend clears this backend's cached denial too.
+my $other = rl_session($node);
+flood($s, 'elsewhere', 10);
+$redis->cli('CONFIG', 'RESETSTAT');
+flood($s, 'elsewhere', 10);
+is(evalsha_calls(), 0, 'a denied key is answered locally');
+rl_run($other, "SELECT rl_reset('elsewhere', 'gcra')");
+($row) = rl_run($s, "SELECT allowed FROM rl_allow('elsewhere', 'gcra', 5, '3 seconds')");
+is($row, 't', 'rl_reset in another backend clears the cached denial at once');
+is(evalsha_calls(), 1, 'and the call was asked of Redis');
+
+# The same after rl_reset_layered, and for keys the reset did not name:
+# any reset on the server drops every cached denial.
+flood($s, 'other-key', 10);
+rl_run($other, "SELECT rl_reset_layered('unrelated', ARRAY[('gcra', 5, '3 seconds')]::rl_rule[])");
+$redis->cli('CONFIG', 'RESETSTAT');
+flood($s, 'other-key', 3);
+is(evalsha_calls(), 1,
+	'after any reset a cached denial is asked of Redis again (once, then cached anew)');
+$other->quit;
 
 # Ordinary roles cannot turn it on or off.
 my ($out, $err) = rl_run($s,
