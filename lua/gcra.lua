@@ -35,8 +35,9 @@ local function gcra(key, limit, window, cost, now)
     apply = function()
       local r = after % rate
       local us = now + (after - r) / rate
-      redis.call('SET', key, rl_num(us) .. '+' .. rl_num(r) .. '/' .. rl_num(rate))
-      rl_expire(key, after / rate)
+      -- One command for the state and its TTL.
+      redis.call('SET', key, rl_num(us) .. '+' .. rl_num(r) .. '/' .. rl_num(rate),
+                 'PX', math.max(1, rl_ms(after / rate)))
     end
   end
   return true, math.floor((full - after) / unit), 0, after / rate, apply

@@ -51,7 +51,7 @@ INSERT INTO rl_settings VALUES
 	('ratelimit.retry_interval', '0'),
 	('ratelimit.key_prefix', 'other:'),
 	('ratelimit.isolate_databases', 'off'),
-	('ratelimit.deny_cache', 'on'),
+	('ratelimit.deny_cache', 'off'),
 	('ratelimit.test_clock_ms', '1');
 GRANT SELECT ON rl_settings TO PUBLIC;
 

@@ -27,6 +27,7 @@
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
+#include "rl_cache.h"
 #include "rl_scripts.h"
 
 /* Rules per layered call: enough for any policy, small enough to read. */
@@ -40,7 +41,8 @@ PG_FUNCTION_INFO_V1(rl_reset_layered);
  * Runs the layered script over n rules, each a Redis key, a limiter and a
  * cost, in one round trip.  Fills *answer (the failure policy's while
  * Redis is unavailable) and returns the 0-based index of the most
- * restrictive rule, or -1 when Redis did not answer.
+ * restrictive rule, or -1 when Redis did not answer.  A single rule (a
+ * row trigger's) is answered from the deny cache like rl_allow.
  */
 int
 rl_check_rules(char **redis_keys, const RlLimiter *limiters,
@@ -50,6 +52,15 @@ rl_check_rules(char **redis_keys, const RlLimiter *limiters,
 	redisReply *reply = NULL;
 	int			p = 0;
 	int			tightest = 0;
+	uint64		epoch = rl_cache_epoch();
+
+	if (n == 1 && rl_cache_lookup(redis_keys[0], &limiters[0], costs[0], answer))
+	{
+		rl_counters.calls++;
+		rl_counters.cached++;
+		rl_counters.denied++;
+		return 0;
+	}
 
 	rl_script_call_init(&call, RL_SCRIPT_LAYERED, n, n + 1 + 4 * n);
 	for (int i = 0; i < n; i++)
@@ -86,7 +97,12 @@ rl_check_rules(char **redis_keys, const RlLimiter *limiters,
 	if (answer->allowed)
 		rl_counters.allowed++;
 	else
+	{
 		rl_counters.denied++;
+		if (n == 1)
+			rl_cache_remember(redis_keys[0], &limiters[0], costs[0], answer,
+							  epoch);
+	}
 	return tightest;
 }
 

@@ -104,6 +104,19 @@ is(evalsha_calls(), 1,
 	'after any reset a cached denial is asked of Redis again (once, then cached anew)');
 $other->quit;
 
+# A row trigger's denials are cached too: a flood of rows on a denied key
+# is answered in the backend, and the rows skipped are exactly Redis's.
+rl_run($s,
+	"CREATE TABLE flood_rows (k text); "
+	  . "CREATE TRIGGER t BEFORE INSERT ON flood_rows FOR EACH ROW "
+	  . "EXECUTE FUNCTION rl_throttle('k', 'gcra', '5', '3 seconds', 'skip')");
+$redis->cli('CONFIG', 'RESETSTAT');
+rl_run($s, "INSERT INTO flood_rows SELECT 'a' FROM generate_series(1, 200)");
+($row) = rl_run($s, 'SELECT count(*) FROM flood_rows');
+is($row, 5, 'row trigger: 5 of 200 rows written');
+$calls = evalsha_calls();
+ok($calls <= 7, "row trigger: Redis saw $calls calls for 200 rows");
+
 # Ordinary roles cannot turn it on or off.
 my ($out, $err) = rl_run($s,
 	"CREATE ROLE plain; SET ROLE plain; SET ratelimit.deny_cache = off; RESET ROLE");
