@@ -41,8 +41,13 @@ local function rl_ms(us)
   return math.ceil(us / 1000)
 end
 
--- Numbers are stored with every digit (tostring keeps only 14).
+-- Numbers are stored with every digit (tostring keeps only 14).  All
+-- state is whole numbers below 2^53, written as integers: exact, and far
+-- cheaper for Redis than the %.17g it would otherwise need.
 local function rl_num(x)
+  if x == math.floor(x) and x > -9007199254740992 and x < 9007199254740992 then
+    return string.format('%d', x)
+  end
   return string.format('%.17g', x)
 end
 

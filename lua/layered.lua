@@ -30,13 +30,23 @@ local function rl_layered()
   local now = rl_clock(ARGV[1])
   local all_ok = true
   local results = {}
+  -- A statement's rules share their limit and window: parse each text once.
+  local parsed = {}
+  local function num(text)
+    local v = parsed[text]
+    if v == nil then
+      v = tonumber(text)
+      parsed[text] = v
+    end
+    return v
+  end
 
   for i = 1, #KEYS do
     local base = 4 * i - 2
     local algorithm = RL_ALGORITHMS[ARGV[base]]
-    local limit = tonumber(ARGV[base + 1])
-    local window = tonumber(ARGV[base + 2])
-    local cost = tonumber(ARGV[base + 3])
+    local limit = num(ARGV[base + 1])
+    local window = num(ARGV[base + 2])
+    local cost = num(ARGV[base + 3])
     local ok, left, wait, fresh, apply =
       algorithm(KEYS[i], limit, window, cost, now)
     -- A rule asked for nothing admits (a peek), whatever its state.

@@ -53,6 +53,9 @@ rl_check_rules(char **redis_keys, const RlLimiter *limiters,
 	int			p = 0;
 	int			tightest = 0;
 	uint64		epoch = rl_cache_epoch();
+	char	   *limit = NULL;
+	char	   *window = NULL;
+	char	   *cost = NULL;
 
 	if (n == 1 && rl_cache_lookup(redis_keys[0], &limiters[0], costs[0], answer))
 	{
@@ -68,10 +71,17 @@ rl_check_rules(char **redis_keys, const RlLimiter *limiters,
 	rl_script_call_set(&call, p++, rl_clock_arg());
 	for (int i = 0; i < n; i++)
 	{
+		/* A statement's rules repeat one limiter: format its numbers once. */
+		if (i == 0 || limiters[i].limit != limiters[i - 1].limit)
+			limit = psprintf(INT64_FORMAT, limiters[i].limit);
+		if (i == 0 || limiters[i].window_us != limiters[i - 1].window_us)
+			window = psprintf(INT64_FORMAT, limiters[i].window_us);
+		if (i == 0 || costs[i] != costs[i - 1])
+			cost = psprintf(INT64_FORMAT, costs[i]);
 		rl_script_call_set(&call, p++, rl_algorithm_name(limiters[i].algorithm));
-		rl_script_call_set(&call, p++, psprintf(INT64_FORMAT, limiters[i].limit));
-		rl_script_call_set(&call, p++, psprintf(INT64_FORMAT, limiters[i].window_us));
-		rl_script_call_set(&call, p++, psprintf(INT64_FORMAT, costs[i]));
+		rl_script_call_set(&call, p++, limit);
+		rl_script_call_set(&call, p++, window);
+		rl_script_call_set(&call, p++, cost);
 	}
 
 	rl_counters.calls++;

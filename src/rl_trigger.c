@@ -290,46 +290,53 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 
 /*
  * Builds a limiter key (table:col='value',...) from key column values,
- * and the description errors show ((col, ...)=(value, ...), as unique
- * violations do).
+ * and, unless desc is NULL, the description errors show ((col, ...)=
+ * (value, ...), as unique violations do).
  */
 void
 rl_trigger_key_values(RlTriggerConf *conf, const Datum *values,
 					  const bool *nulls, StringInfo key, StringInfo desc)
 {
 	resetStringInfo(key);
-	resetStringInfo(desc);
 	appendStringInfo(key, "%s:", conf->table);
-	appendStringInfoChar(desc, '(');
-	for (int i = 0; i < conf->ncols; i++)
+	if (desc)
 	{
-		if (i > 0)
-			appendStringInfoString(desc, ", ");
-		appendStringInfoString(desc, conf->colnames[i]);
+		resetStringInfo(desc);
+		appendStringInfoChar(desc, '(');
+		for (int i = 0; i < conf->ncols; i++)
+		{
+			if (i > 0)
+				appendStringInfoString(desc, ", ");
+			appendStringInfoString(desc, conf->colnames[i]);
+		}
+		appendStringInfoString(desc, ")=(");
 	}
-	appendStringInfoString(desc, ")=(");
 	for (int i = 0; i < conf->ncols; i++)
 	{
 		if (i > 0)
 		{
 			appendStringInfoChar(key, ',');
-			appendStringInfoString(desc, ", ");
+			if (desc)
+				appendStringInfoString(desc, ", ");
 		}
 		appendStringInfo(key, "%s=", conf->colnames[i]);
 		if (nulls[i])
 		{
 			appendStringInfoString(key, "NULL");
-			appendStringInfoString(desc, "null");
+			if (desc)
+				appendStringInfoString(desc, "null");
 		}
 		else
 		{
 			char	   *text = OutputFunctionCall(&conf->outfuncs[i], values[i]);
 
 			appendStringInfoString(key, quote_literal_cstr(text));
-			appendStringInfoString(desc, text);
+			if (desc)
+				appendStringInfoString(desc, text);
 		}
 	}
-	appendStringInfoChar(desc, ')');
+	if (desc)
+		appendStringInfoChar(desc, ')');
 }
 
 /* The same for the row in a slot. */

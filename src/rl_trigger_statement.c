@@ -67,7 +67,6 @@ typedef struct RlGroup
 {
 	RlRowKey   *rowkey;			/* hash key of the first level */
 	char	   *key;			/* the limiter key */
-	char	   *desc;			/* (col, ...)=(value, ...) for messages */
 	int64		cost;
 } RlGroup;
 
@@ -154,6 +153,23 @@ rl_group_match(const void *key1, const void *key2, Size keysize)
 }
 
 /*
+ * The (col, ...)=(value, ...) text of a group, for messages only, so it
+ * is made only when one is raised.
+ */
+static char *
+rl_group_desc(RlTriggerConf *conf, RlGroup *group)
+{
+	StringInfoData key;
+	StringInfoData desc;
+
+	initStringInfo(&key);
+	initStringInfo(&desc);
+	rl_trigger_key_values(conf, group->rowkey->values, group->rowkey->nulls,
+						  &key, &desc);
+	return desc.data;
+}
+
+/*
  * A key whose rows alone exceed the limit: no wait can help it, so the
  * statement fails before Redis is asked.  Inside PostgREST the 429 says
  * to wait a window, the least that could help a smaller retry.
@@ -162,14 +178,15 @@ static void
 rl_group_too_big(RlTriggerConf *conf, RlGroup *group)
 {
 	RlAnswer	answer = {0};
+	char	   *desc = rl_group_desc(conf, group);
 	char	   *detail;
 
 	if (conf->costcol == 0)
 		detail = psprintf("The statement writes more than " INT64_FORMAT " rows for key %s, which no window can admit.",
-						  conf->limiter.limit, group->desc);
+						  conf->limiter.limit, desc);
 	else
 		detail = psprintf("The statement's rows for key %s cost more than " INT64_FORMAT " in total (column \"%s\"), which no window can admit.",
-						  group->desc, conf->limiter.limit, conf->costname);
+						  desc, conf->limiter.limit, conf->costname);
 	answer.known = false;
 	answer.retry_after_ms = (conf->limiter.window_us + 999) / 1000;
 	rl_trigger_raise(conf, detail,
@@ -203,7 +220,6 @@ rl_group_rows(RlTriggerConf *conf, TriggerData *trigdata, int *ngroups)
 	MemoryContext rowcxt;
 	MemoryContext old;
 	StringInfoData key;
-	StringInfoData desc;
 	RlRowKey	probe;
 	int			readptr;
 
@@ -301,14 +317,7 @@ rl_group_rows(RlTriggerConf *conf, TriggerData *trigdata, int *ngroups)
 		/* Each cost is at most the limit, and we stop past it: no overflow. */
 		group->cost += rl_trigger_cost(conf, slot);
 		if (group->cost > conf->limiter.limit)
-		{
-			initStringInfo(&key);
-			initStringInfo(&desc);
-			rl_trigger_key_values(conf, group->rowkey->values,
-								  group->rowkey->nulls, &key, &desc);
-			group->desc = desc.data;
 			rl_group_too_big(conf, group);
-		}
 	}
 
 	tuplestore_select_read_pointer(rows, 0);
@@ -330,15 +339,14 @@ rl_group_rows(RlTriggerConf *conf, TriggerData *trigdata, int *ngroups)
 		bool		found;
 
 		initStringInfo(&key);
-		initStringInfo(&desc);
 		rl_trigger_key_values(conf, order[i]->rowkey->values,
-							  order[i]->rowkey->nulls, &key, &desc);
+							  order[i]->rowkey->nulls, &key, NULL);
 		text = key.data;
 		group = hash_search(bykey, &text, HASH_ENTER, &found);
 		if (!found)
 		{
 			group->key = key.data;
-			group->desc = desc.data;
+			group->rowkey = order[i]->rowkey;
 			group->cost = 0;
 			merged[m++] = group;
 		}
@@ -421,7 +429,7 @@ rl_throttle_statement(PG_FUNCTION_ARGS)
 	tightest = rl_check_rules(keys, limiters, costs, n, &answer);
 	if (!answer.allowed)
 		rl_trigger_denied(conf,
-						  tightest >= 0 ? groups[which[tightest]]->desc : NULL,
+						  tightest >= 0 ? rl_group_desc(conf, groups[which[tightest]]) : NULL,
 						  &answer);
 	return PointerGetDatum(NULL);
 }

@@ -11,7 +11,7 @@
 #
 # Each pgbench figure is the median of its one-second progress reports
 # (the first second left out); the cases behind the round-trip ceiling
-# are run in three interleaved slices, so drift on a shared machine hits
+# are run in five interleaved slices, so drift on a shared machine hits
 # them alike.  Prints a table and the ratios against the targets, and
 # writes both to test/bench/results/<time>.tsv (case, value, unit).
 
@@ -89,13 +89,13 @@ OFF="-c ratelimit.deny_cache=off"
 echo "ratelimit benchmark $STAMP: $(nproc) cores, $SECS s per case"
 printf 'case\tvalue\tunit\n' > "$OUT"
 
-echo "1. Floors and ceilings, and rl_allow at c=1 beside them (3 interleaved slices)"
+echo "1. Floors and ceilings, and rl_allow at c=1 beside them (5 interleaved slices)"
 gcc -O2 -I"$RL_ROOT/src" -o "$W/hb" "$HERE/rl_hiredis_bench.c" -lhiredis || exit 1
 script select1 <<< 'SELECT 1;'
 script tb-hot <<< "SELECT allowed FROM rl_allow('hot', 'token_bucket', 100, '1 second');"
 slice=$(( (SECS + 2) / 3 + 1 ))
 declare -A S
-for _ in 1 2 3; do
+for _ in 1 2 3 4 5; do
 	S[select1]+="$(tps select1 1 "$slice") "
 	S[hsync]+="$(hiredis $((slice - 1)) 1 1) "
 	S[hsyncu]+="$(hiredis $((slice - 1)) 1 1 "$SOCK") "
