@@ -57,9 +57,9 @@ rl_check_rules(char **redis_keys, const RlLimiter *limiters,
 	char	   *window = NULL;
 	char	   *cost = NULL;
 
+	rl_counters.calls++;
 	if (n == 1 && rl_cache_lookup(redis_keys[0], &limiters[0], costs[0], answer))
 	{
-		rl_counters.calls++;
 		rl_counters.cached++;
 		rl_counters.denied++;
 		return 0;
@@ -84,7 +84,6 @@ rl_check_rules(char **redis_keys, const RlLimiter *limiters,
 		rl_script_call_set(&call, p++, cost);
 	}
 
-	rl_counters.calls++;
 	if (!rl_run_scripts(&call, 1, &reply))
 	{
 		rl_policy_answer(answer);
