@@ -10,7 +10,9 @@
 --                      with its own cost (the rows for that key).
 --   KEYS[i]  rule i's state key
 --   ARGV     pinned clock (us, 0 = Redis TIME), then per rule:
---            algorithm, limit, window (us), cost
+--            algorithm, limit, window (us), cost;
+--            or, when every rule has the same limiter (a statement):
+--            '=', algorithm, limit, window (us), then each rule's cost
 -- Reply: {allowed 0/1, remaining, retry_after_ms, reset_after_ms,
 --         index of the most restrictive rule (1-based)}.
 -- When refused, remaining and reset_after_ms describe the state as it is
@@ -41,12 +43,22 @@ local function rl_layered()
     return v
   end
 
+  local uniform = ARGV[2] == '='
+
   for i = 1, #KEYS do
-    local base = 4 * i - 2
-    local algorithm = RL_ALGORITHMS[ARGV[base]]
-    local limit = num(ARGV[base + 1])
-    local window = num(ARGV[base + 2])
-    local cost = num(ARGV[base + 3])
+    local algorithm, limit, window, cost
+    if uniform then
+      algorithm = RL_ALGORITHMS[ARGV[3]]
+      limit = num(ARGV[4])
+      window = num(ARGV[5])
+      cost = num(ARGV[5 + i])
+    else
+      local base = 4 * i - 2
+      algorithm = RL_ALGORITHMS[ARGV[base]]
+      limit = num(ARGV[base + 1])
+      window = num(ARGV[base + 2])
+      cost = num(ARGV[base + 3])
+    end
     local ok, left, wait, fresh, apply =
       algorithm(KEYS[i], limit, window, cost, now)
     -- A rule asked for nothing admits (a peek), whatever its state.

@@ -93,8 +93,10 @@ REVOKE EXECUTE ON FUNCTION rl_reset_layered(text, rl_rule[]) FROM PUBLIC;
 
 -- Triggers: rl_throttle per row (BEFORE INSERT OR UPDATE ... FOR EACH ROW),
 -- rl_throttle_statement per statement (AFTER INSERT OR UPDATE ...
--- REFERENCING NEW TABLE AS rl_new FOR EACH STATEMENT).  Arguments: key
--- columns, algo, limit, window[, on_deny 'raise' | 'skip'[, cost column]].
+-- REFERENCING NEW TABLE AS rl_new FOR EACH STATEMENT, or a BEFORE ... FOR
+-- EACH ROW trigger that counts plus an AFTER ... FOR EACH STATEMENT one
+-- that checks, with the same arguments).  Arguments: key columns, algo,
+-- limit, window[, on_deny 'raise' | 'skip'[, cost column]].
 CREATE FUNCTION rl_throttle()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'rl_throttle'

@@ -266,6 +266,93 @@ SELECT * FROM trig_peek('public.trig_wide:author_id=''1999''', 'sliding_counter'
 SELECT * FROM trig_error($$INSERT INTO trig_wide SELECT g FROM generate_series(10000, 20000) g$$);
 
 --
+-- Statement trigger, two-trigger form: a row trigger counts, a statement
+-- trigger checks
+--
+CREATE TABLE trig_pair (id int CHECK (id < 100), author_id int);
+CREATE TRIGGER trig_pair_count BEFORE INSERT OR UPDATE ON trig_pair
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '5', '1 minute');
+CREATE TRIGGER trig_pair_check AFTER INSERT OR UPDATE ON trig_pair
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '5', '1 minute');
+-- 3 rows for author 1, 2 for author 2, in one check.
+SELECT calls AS calls_before FROM rl_status() \gset
+INSERT INTO trig_pair SELECT g, 1 + g % 2 FROM generate_series(0, 4) g;
+SELECT calls - :calls_before AS checks FROM rl_status();
+SELECT * FROM trig_peek('public.trig_pair:author_id=''1''', 'fixed_window', 5, '1 minute');
+SELECT * FROM trig_peek('public.trig_pair:author_id=''2''', 'fixed_window', 5, '1 minute');
+-- Over the limit for author 1: refused, and author 2 is not charged.
+SELECT * FROM trig_error($$INSERT INTO trig_pair VALUES (6, 1), (7, 2), (8, 1), (9, 1)$$);
+SELECT * FROM trig_peek('public.trig_pair:author_id=''2''', 'fixed_window', 5, '1 minute');
+-- More rows for one key than the limit: the row trigger refuses at once.
+SELECT * FROM trig_error($$INSERT INTO trig_pair SELECT g, 9 FROM generate_series(1, 6) g$$);
+SELECT * FROM trig_peek('public.trig_pair:author_id=''9''', 'fixed_window', 5, '1 minute');
+-- UPDATE counts the updated rows: author 2's two rows move to author 3.
+UPDATE trig_pair SET author_id = 3 WHERE author_id = 2;
+SELECT * FROM trig_peek('public.trig_pair:author_id=''3''', 'fixed_window', 5, '1 minute');
+-- A statement that fails after its rows were counted (id 200 breaks the
+-- CHECK) charges nothing, in a transaction or a savepoint; the next
+-- statement is charged for its own rows only.
+SELECT * FROM trig_error($$INSERT INTO trig_pair VALUES (10, 4), (11, 4), (200, 4)$$);
+BEGIN;
+SAVEPOINT s;
+INSERT INTO trig_pair VALUES (12, 4), (13, 4), (200, 4);
+ROLLBACK TO SAVEPOINT s;
+INSERT INTO trig_pair VALUES (14, 4);
+COMMIT;
+SELECT * FROM trig_peek('public.trig_pair:author_id=''4''', 'fixed_window', 5, '1 minute');
+-- Nested statements on the same table: each row is charged once.
+CREATE FUNCTION trig_pair_nested(a int) RETURNS int
+LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO trig_pair VALUES (50, a);
+	RETURN a;
+END $$;
+INSERT INTO trig_pair SELECT g, trig_pair_nested(5) FROM generate_series(20, 21) g;
+SELECT * FROM trig_peek('public.trig_pair:author_id=''5''', 'fixed_window', 5, '1 minute');
+-- A refusal caught in a PL/pgSQL block drops its counts with it.
+DO $$
+BEGIN
+	INSERT INTO trig_pair SELECT g, 6 FROM generate_series(30, 32) g;
+	BEGIN
+		INSERT INTO trig_pair SELECT g, 6 FROM generate_series(33, 35) g;
+	EXCEPTION WHEN SQLSTATE 'PT429' THEN
+		RAISE NOTICE 'refused';
+	END;
+	INSERT INTO trig_pair VALUES (36, 6);
+END $$;
+SELECT * FROM trig_peek('public.trig_pair:author_id=''6''', 'fixed_window', 5, '1 minute');
+-- COPY is counted the same way.
+COPY trig_pair FROM STDIN;
+40	7
+41	7
+\.
+SELECT * FROM trig_peek('public.trig_pair:author_id=''7''', 'fixed_window', 5, '1 minute');
+SELECT author_id, count(*) FROM trig_pair GROUP BY 1 ORDER BY 1;
+-- The two halves must match: same arguments, and a statement trigger for
+-- every event the row trigger counts.
+DROP TRIGGER trig_pair_check ON trig_pair;
+CREATE TRIGGER trig_pair_check AFTER INSERT ON trig_pair
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '6', '1 minute');
+SELECT * FROM trig_error($$INSERT INTO trig_pair VALUES (60, 8)$$);
+DROP TRIGGER trig_pair_check ON trig_pair;
+CREATE TRIGGER trig_pair_check AFTER INSERT ON trig_pair
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '5', '1 minute');
+INSERT INTO trig_pair VALUES (61, 8);
+SELECT * FROM trig_error($$UPDATE trig_pair SET id = 62 WHERE id = 61$$);
+DROP TRIGGER trig_pair_count ON trig_pair;
+SELECT * FROM trig_error($$INSERT INTO trig_pair VALUES (63, 8)$$);
+SELECT * FROM trig_peek('public.trig_pair:author_id=''8''', 'fixed_window', 5, '1 minute');
+-- On a partitioned table the row trigger fires on the partitions, where
+-- no statement trigger sees the rows: refused, with the form that works.
+CREATE TABLE trig_pair_parts (author_id int) PARTITION BY RANGE (author_id);
+CREATE TABLE trig_pair_part1 PARTITION OF trig_pair_parts FOR VALUES FROM (0) TO (100);
+CREATE TRIGGER trig_pair_parts_count BEFORE INSERT ON trig_pair_parts
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '5', '1 minute');
+CREATE TRIGGER trig_pair_parts_check AFTER INSERT ON trig_pair_parts
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '5', '1 minute');
+SELECT * FROM trig_error($$INSERT INTO trig_pair_parts VALUES (1)$$);
+
+--
 -- Redis unavailable: the failure policy decides
 --
 SET ratelimit.redis_port = 1;
@@ -283,7 +370,8 @@ SELECT body FROM trig_comments WHERE body LIKE 'fail%';
 SELECT * FROM trig_likes WHERE user_id = 9;
 
 DROP TABLE trig_comments, trig_posts, trig_events, trig_likes, trig_multi, trig_uploads, trig_bad,
-	trig_bulk, trig_bulk_cost, trig_wide;
+	trig_bulk, trig_bulk_cost, trig_wide, trig_pair, trig_pair_parts;
+DROP FUNCTION trig_pair_nested(int);
 DROP FUNCTION trig_try(text, text, text, text, text, text);
 DROP FUNCTION trig_error(text);
 DROP FUNCTION trig_peek(text, text, bigint, interval);

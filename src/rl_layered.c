@@ -56,6 +56,7 @@ rl_check_rules(char **redis_keys, const RlLimiter *limiters,
 	char	   *limit = NULL;
 	char	   *window = NULL;
 	char	   *cost = NULL;
+	bool		uniform = n > 1;
 
 	rl_counters.calls++;
 	if (n == 1 && rl_cache_lookup(redis_keys[0], &limiters[0], costs[0], answer))
@@ -65,22 +66,39 @@ rl_check_rules(char **redis_keys, const RlLimiter *limiters,
 		return 0;
 	}
 
-	rl_script_call_init(&call, RL_SCRIPT_LAYERED, n, n + 1 + 4 * n);
+	for (int i = 1; i < n && uniform; i++)
+		uniform = limiters[i].algorithm == limiters[0].algorithm &&
+			limiters[i].limit == limiters[0].limit &&
+			limiters[i].window_us == limiters[0].window_us;
+
+	rl_script_call_init(&call, RL_SCRIPT_LAYERED, n,
+						uniform ? 2 * n + 5 : 5 * n + 1);
 	for (int i = 0; i < n; i++)
 		rl_script_call_set(&call, p++, redis_keys[i]);
 	rl_script_call_set(&call, p++, rl_clock_arg());
+	if (uniform)
+	{
+		/* One limiter for every key (a statement): sent once. */
+		rl_script_call_set(&call, p++, "=");
+		rl_script_call_set(&call, p++, rl_algorithm_name(limiters[0].algorithm));
+		rl_script_call_set(&call, p++, psprintf(INT64_FORMAT, limiters[0].limit));
+		rl_script_call_set(&call, p++, psprintf(INT64_FORMAT, limiters[0].window_us));
+	}
 	for (int i = 0; i < n; i++)
 	{
-		/* A statement's rules repeat one limiter: format its numbers once. */
-		if (i == 0 || limiters[i].limit != limiters[i - 1].limit)
-			limit = psprintf(INT64_FORMAT, limiters[i].limit);
-		if (i == 0 || limiters[i].window_us != limiters[i - 1].window_us)
-			window = psprintf(INT64_FORMAT, limiters[i].window_us);
+		/* A statement's costs repeat: format each run of them once. */
 		if (i == 0 || costs[i] != costs[i - 1])
 			cost = psprintf(INT64_FORMAT, costs[i]);
-		rl_script_call_set(&call, p++, rl_algorithm_name(limiters[i].algorithm));
-		rl_script_call_set(&call, p++, limit);
-		rl_script_call_set(&call, p++, window);
+		if (!uniform)
+		{
+			if (i == 0 || limiters[i].limit != limiters[i - 1].limit)
+				limit = psprintf(INT64_FORMAT, limiters[i].limit);
+			if (i == 0 || limiters[i].window_us != limiters[i - 1].window_us)
+				window = psprintf(INT64_FORMAT, limiters[i].window_us);
+			rl_script_call_set(&call, p++, rl_algorithm_name(limiters[i].algorithm));
+			rl_script_call_set(&call, p++, limit);
+			rl_script_call_set(&call, p++, window);
+		}
 		rl_script_call_set(&call, p++, cost);
 	}
 

@@ -33,7 +33,23 @@ typedef struct RlTriggerConf
 	AttrNumber	costcol;		/* 0: every row costs 1 */
 	Oid			costtype;
 	char	   *costname;
+	void	   *statement;		/* the statement trigger's own state */
 } RlTriggerConf;
+
+/*
+ * The rows of one key in a statement (rl_groups.c).  The first field is
+ * the key of the hash table the group lives in.
+ */
+typedef struct RlGroup
+{
+	void	   *hashkey;
+	char	   *key;			/* the limiter key, once made */
+	Datum	   *values;			/* the key column values */
+	bool	   *nulls;
+	int64		cost;			/* the rows' summed cost */
+} RlGroup;
+
+typedef struct RlGroups RlGroups;
 
 extern RlTriggerConf *rl_trigger_conf(FunctionCallInfo fcinfo,
 									  TriggerData *trigdata);
@@ -49,5 +65,14 @@ extern void rl_trigger_raise(RlTriggerConf *conf, const char *detail,
 							 const RlAnswer *answer) pg_attribute_noreturn();
 extern void rl_trigger_denied(RlTriggerConf *conf, const char *desc,
 							  const RlAnswer *answer) pg_attribute_noreturn();
+
+extern RlGroups *rl_groups_create(RlTriggerConf *conf, TupleDesc tupdesc,
+								  MemoryContext parent);
+extern MemoryContext rl_groups_context(RlGroups *groups);
+extern void rl_groups_add(RlGroups *groups, RlTriggerConf *conf,
+						  TupleTableSlot *slot);
+extern RlGroup **rl_groups_finish(RlGroups *groups, RlTriggerConf *conf,
+								  int *ngroups);
+extern char *rl_group_desc(RlTriggerConf *conf, RlGroup *group);
 
 #endif							/* RL_TRIGGER_H */

@@ -3,23 +3,41 @@
  * rl_trigger_statement.c
  *	  rl_throttle_statement: rate-limits a whole statement's rows at once.
  *
- *		CREATE TRIGGER comments_bulk_throttle AFTER INSERT ON comments
+ * A row trigger costs a round trip per row; a bulk INSERT ... SELECT or
+ * COPY of a million rows would spend minutes talking to Redis.  This
+ * trigger groups a statement's rows by key (cost = rows, or the sum of
+ * the cost column) and checks every key in one script run: all or
+ * nothing.  If any key would go over its limit nothing is consumed
+ * anywhere and the statement fails with the row trigger's error;
+ * otherwise every key's cost is consumed.  The one script touches every
+ * key, so they must all live on one Redis node (no Redis Cluster).
+ *
+ * It comes in two forms, with the same arguments as rl_throttle
+ * (rl_trigger.c), except that a statement cannot skip rows:
+ *
+ * - One trigger that reads the rows back from a transition table:
+ *
+ *		CREATE TRIGGER comments_bulk AFTER INSERT ON comments
  *			REFERENCING NEW TABLE AS rl_new
  *			FOR EACH STATEMENT EXECUTE FUNCTION
  *			rl_throttle_statement('author_id', 'sliding_log', '10', '1 minute');
  *
- * A row trigger costs a round trip per row; a bulk INSERT ... SELECT or
- * COPY of a million rows would spend minutes talking to Redis.  This
- * trigger reads the statement's new rows from the transition table,
- * groups them by key (cost = rows, or the sum of the cost column), and
- * checks every key in one script run: all or nothing.  If any key would
- * go over its limit nothing is consumed anywhere and the statement
- * fails with the row trigger's error; otherwise every key's cost is
- * consumed.  The one script touches every key, so they must all live on
- * one Redis node (no Redis Cluster).
+ *	 It counts exactly the rows written, and works on partitioned tables.
  *
- * The arguments are those of rl_throttle (rl_trigger.c), except that a
- * statement cannot skip rows: on_deny must be 'raise'.
+ * - Two triggers with the same arguments: a BEFORE ... FOR EACH ROW one
+ *	 that only counts each row, in memory, and an AFTER ... FOR EACH
+ *	 STATEMENT one without a transition table that checks the counts.
+ *	 PostgreSQL then keeps no copy of the rows, which makes this form
+ *	 cheaper; but it counts the rows the statement tries to write, which
+ *	 includes rows a later BEFORE trigger or ON CONFLICT DO NOTHING drops.
+ *
+ * Counts wait between the two triggers in a list of pending counts, one
+ * per table, arguments and subtransaction level.  A statement and its
+ * nested statements at the same level share one; when the first of them
+ * ends it checks what has been counted so far, and the rest is checked
+ * by the next.  Every counted row is checked exactly once.  A rolled
+ * back subtransaction drops its counts, and the list lives in the
+ * transaction's memory.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -30,347 +48,302 @@
  */
 #include "postgres.h"
 
-#include "common/hashfn.h"
+#include "access/xact.h"
+#include "catalog/pg_trigger.h"
+#include "commands/trigger.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "utils/datum.h"
-#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/tuplestore.h"
 
 #include "rl_trigger.h"
 
-/*
- * Distinct keys per statement.  They all go into one Lua script, which
- * blocks Redis while it runs; ten thousand keys take a few milliseconds.
- */
-#define RL_MAX_STATEMENT_KEYS	10000
-
 PG_FUNCTION_INFO_V1(rl_throttle_statement);
 
-/*
- * A row's key column values, compared as stored (detoasted), so grouping
- * a row costs a hash of its key columns and no text.
- */
-typedef struct RlRowKey
+/* Counts made by a row trigger, waiting for its statement trigger. */
+typedef struct RlPending
 {
-	uint32		hash;
-	Datum	   *values;
-	bool	   *nulls;
-} RlRowKey;
+	struct RlPending *next;
+	Oid			relid;
+	char	   *args;			/* the triggers' arguments, joined */
+	int			level;			/* subtransaction nesting level */
+	RlGroups   *groups;
+} RlPending;
 
-/* The rows of one key. */
-typedef struct RlGroup
+/* What a trigger keeps for the length of its statement. */
+typedef struct RlStatementState
 {
-	RlRowKey   *rowkey;			/* hash key of the first level */
-	char	   *key;			/* the limiter key */
-	int64		cost;
-} RlGroup;
+	char	   *args;			/* its arguments, joined */
+	bool		partnered;		/* its other half was found */
+	RlPending  *pending;		/* where its rows were counted last */
+	uint64		generation;		/* rl_generation when pending was found */
+} RlStatementState;
 
-/* Key columns' storage, for the hash and match functions below. */
-static int	rl_key_ncols;
-static int16 *rl_key_typlen;
-static bool *rl_key_byval;
+/* The pending counts, in a context under the transaction's. */
+static MemoryContext rl_pending_cxt = NULL;
+static RlPending *rl_pending = NULL;
 
-/* The bytes a value is compared by: the datum, or what it points to. */
-static const void *
-rl_value_bytes(const Datum *value, int col, Size *len)
+/* Bumped whenever a pending entry goes, so cached pointers are checked. */
+static uint64 rl_generation = 0;
+
+static bool rl_subxact_registered = false;
+
+/* The transaction's memory is going: so are its pending counts. */
+static void
+rl_pending_forget(void *arg)
 {
-	if (rl_key_byval[col])
-	{
-		*len = sizeof(Datum);
-		return value;
-	}
-	if (rl_key_typlen[col] == -1)
-	{
-		struct varlena *v = (struct varlena *) DatumGetPointer(*value);
-
-		*len = VARSIZE_ANY_EXHDR(v);
-		return VARDATA_ANY(v);
-	}
-	if (rl_key_typlen[col] == -2)
-	{
-		*len = strlen(DatumGetCString(*value));
-		return DatumGetPointer(*value);
-	}
-	*len = rl_key_typlen[col];
-	return DatumGetPointer(*value);
+	rl_pending_cxt = NULL;
+	rl_pending = NULL;
+	rl_generation++;
 }
 
-static uint32
-rl_rowkey_hash(const void *key, Size keysize)
+/* Unlinks an entry; its memory is the caller's to free or keep. */
+static void
+rl_pending_unlink(RlPending *entry)
 {
-	return (*(RlRowKey *const *) key)->hash;
-}
+	RlPending **link = &rl_pending;
 
-static int
-rl_rowkey_match(const void *key1, const void *key2, Size keysize)
-{
-	const RlRowKey *a = *(RlRowKey *const *) key1;
-	const RlRowKey *b = *(RlRowKey *const *) key2;
-
-	for (int i = 0; i < rl_key_ncols; i++)
-	{
-		const void *pa;
-		const void *pb;
-		Size		la;
-		Size		lb;
-
-		if (a->nulls[i] != b->nulls[i])
-			return 1;
-		if (a->nulls[i])
-			continue;
-		if (rl_key_byval[i])
-		{
-			if (a->values[i] != b->values[i])
-				return 1;
-			continue;
-		}
-		pa = rl_value_bytes(&a->values[i], i, &la);
-		pb = rl_value_bytes(&b->values[i], i, &lb);
-		if (la != lb || memcmp(pa, pb, la) != 0)
-			return 1;
-	}
-	return 0;
-}
-
-/* Groups of the second level are found by their limiter key text. */
-static uint32
-rl_group_hash(const void *key, Size keysize)
-{
-	const char *s = *(char *const *) key;
-
-	return hash_bytes((const unsigned char *) s, strlen(s));
-}
-
-static int
-rl_group_match(const void *key1, const void *key2, Size keysize)
-{
-	return strcmp(*(char *const *) key1, *(char *const *) key2);
+	while (*link != entry)
+		link = &(*link)->next;
+	*link = entry->next;
+	rl_generation++;
 }
 
 /*
- * The (col, ...)=(value, ...) text of a group, for messages only, so it
- * is made only when one is raised.
- */
-static char *
-rl_group_desc(RlTriggerConf *conf, RlGroup *group)
-{
-	StringInfoData key;
-	StringInfoData desc;
-
-	initStringInfo(&key);
-	initStringInfo(&desc);
-	rl_trigger_key_values(conf, group->rowkey->values, group->rowkey->nulls,
-						  &key, &desc);
-	return desc.data;
-}
-
-/*
- * A key whose rows alone exceed the limit: no wait can help it, so the
- * statement fails before Redis is asked.  Inside PostgREST the 429 says
- * to wait a window, the least that could help a smaller retry.
+ * A rolled back subtransaction rolls back its rows, and with them their
+ * counts; the counts of the levels around it stay.
  */
 static void
-rl_group_too_big(RlTriggerConf *conf, RlGroup *group)
+rl_pending_subxact(SubXactEvent event, SubTransactionId mySubid,
+				   SubTransactionId parentSubid, void *arg)
 {
-	RlAnswer	answer = {0};
-	char	   *desc = rl_group_desc(conf, group);
-	char	   *detail;
+	int			level = GetCurrentTransactionNestLevel();
+	RlPending  *entry = rl_pending;
 
-	if (conf->costcol == 0)
-		detail = psprintf("The statement writes more than " INT64_FORMAT " rows for key %s, which no window can admit.",
-						  conf->limiter.limit, desc);
-	else
-		detail = psprintf("The statement's rows for key %s cost more than " INT64_FORMAT " in total (column \"%s\"), which no window can admit.",
-						  desc, conf->limiter.limit, conf->costname);
-	answer.known = false;
-	answer.retry_after_ms = (conf->limiter.window_us + 999) / 1000;
-	rl_trigger_raise(conf, detail,
-					 psprintf("Trigger \"%s\" limits the rows written per key; split the statement into smaller ones.",
-							  conf->trigger),
-					 &answer);
+	if (event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	while (entry != NULL)
+	{
+		RlPending  *next = entry->next;
+
+		if (entry->level >= level)
+		{
+			rl_pending_unlink(entry);
+			MemoryContextDelete(rl_groups_context(entry->groups));
+		}
+		entry = next;
+	}
+}
+
+/* The pending counts of a table and arguments at this level, if any. */
+static RlPending *
+rl_pending_find(Oid relid, const char *args)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	for (RlPending *entry = rl_pending; entry != NULL; entry = entry->next)
+	{
+		if (entry->relid == relid && entry->level == level &&
+			strcmp(entry->args, args) == 0)
+			return entry;
+	}
+	return NULL;
+}
+
+/* A new, empty entry for the table and arguments at this level. */
+static RlPending *
+rl_pending_create(RlTriggerConf *conf, Relation rel, const char *args)
+{
+	RlPending  *entry;
+	RlGroups   *groups;
+
+	if (!rl_subxact_registered)
+	{
+		RegisterSubXactCallback(rl_pending_subxact, NULL);
+		rl_subxact_registered = true;
+	}
+	if (rl_pending_cxt == NULL)
+	{
+		MemoryContextCallback *callback;
+
+		rl_pending_cxt = AllocSetContextCreate(TopTransactionContext,
+											   "ratelimit pending counts",
+											   ALLOCSET_SMALL_SIZES);
+		callback = MemoryContextAlloc(rl_pending_cxt,
+									  sizeof(MemoryContextCallback));
+		callback->func = rl_pending_forget;
+		callback->arg = NULL;
+		MemoryContextRegisterResetCallback(rl_pending_cxt, callback);
+	}
+	groups = rl_groups_create(conf, RelationGetDescr(rel), rl_pending_cxt);
+	entry = MemoryContextAlloc(rl_groups_context(groups), sizeof(RlPending));
+	entry->relid = RelationGetRelid(rel);
+	entry->args = MemoryContextStrdup(rl_groups_context(groups), args);
+	entry->level = GetCurrentTransactionNestLevel();
+	entry->groups = groups;
+	entry->next = rl_pending;
+	rl_pending = entry;
+	return entry;
+}
+
+/* The trigger's arguments as one string, to pair the two triggers. */
+static char *
+rl_join_args(Trigger *trigger)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < trigger->tgnargs; i++)
+		appendStringInfo(&buf, "%zu:%s;", strlen(trigger->tgargs[i]),
+						 trigger->tgargs[i]);
+	return buf.data;
 }
 
 /*
- * Reads the transition table and sums each key's cost, in the order keys
- * first appear.  Rows are grouped by their key column values; the limiter
- * key text is made once per group, and groups whose texts coincide (the
- * same value stored two ways) are merged, so no key reaches Redis twice.
- * Errors come before anything is sent to Redis: too many keys, or a key
- * whose rows alone exceed the limit.
+ * Whether the table has the other half of this two-trigger pair: the
+ * same function and arguments, enabled alike, for the event that fired.
+ * The statement half must have no WHEN condition and no transition
+ * table, and the same UPDATE OF columns, so that it runs whenever the
+ * row half has counted rows.
  */
-static RlGroup **
-rl_group_rows(RlTriggerConf *conf, TriggerData *trigdata, int *ngroups)
+static bool
+rl_find_partner(TriggerData *trigdata, const char *args)
+{
+	Trigger    *self = trigdata->tg_trigger;
+	TriggerDesc *desc = trigdata->tg_relation->trigdesc;
+	bool		row = TRIGGER_FIRED_FOR_ROW(trigdata->tg_event);
+	int16		event = TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) ?
+		TRIGGER_TYPE_INSERT : TRIGGER_TYPE_UPDATE;
+
+	for (int i = 0; i < desc->numtriggers; i++)
+	{
+		Trigger    *other = &desc->triggers[i];
+		Trigger    *stmt = row ? other : self;
+		char	   *other_args;
+
+		if (other->tgoid == self->tgoid || other->tgfoid != self->tgfoid ||
+			other->tgenabled != self->tgenabled)
+			continue;
+		if (row ?
+			!TRIGGER_TYPE_MATCHES(other->tgtype, TRIGGER_TYPE_STATEMENT,
+								  TRIGGER_TYPE_AFTER, event) :
+			!TRIGGER_TYPE_MATCHES(other->tgtype, TRIGGER_TYPE_ROW,
+								  TRIGGER_TYPE_BEFORE, event))
+			continue;
+		if (stmt->tgqual != NULL || stmt->tgnewtable != NULL ||
+			other->tgnattr != self->tgnattr ||
+			(self->tgnattr > 0 &&
+			 memcmp(other->tgattr, self->tgattr,
+					sizeof(int16) * self->tgnattr) != 0))
+			continue;
+		other_args = rl_join_args(other);
+		if (strcmp(other_args, args) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The state kept in the trigger's configuration, made on first use. */
+static RlStatementState *
+rl_statement_state(FunctionCallInfo fcinfo, RlTriggerConf *conf,
+				   TriggerData *trigdata)
+{
+	RlStatementState *state = (RlStatementState *) conf->statement;
+	MemoryContext old;
+
+	if (state != NULL)
+		return state;
+	old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+	state = palloc0(sizeof(RlStatementState));
+	state->args = rl_join_args(trigdata->tg_trigger);
+	MemoryContextSwitchTo(old);
+	state->partnered = rl_find_partner(trigdata, state->args);
+	conf->statement = state;
+	return state;
+}
+
+/*
+ * The row half of the two-trigger form: counts the row under its key
+ * and lets it through.  Nothing is asked of Redis until the statement
+ * ends, but a key whose rows alone exceed the limit fails at once.
+ */
+static Datum
+rl_count_row(FunctionCallInfo fcinfo, TriggerData *trigdata,
+			 RlTriggerConf *conf)
+{
+	RlStatementState *state = rl_statement_state(fcinfo, conf, trigdata);
+	Relation	rel = trigdata->tg_relation;
+	bool		update = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event);
+
+	if (!state->partnered)
+	{
+		if (trigdata->tg_trigger->tgisclone)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("trigger \"%s\" on partitioned table \"%s\" cannot count rows per statement",
+							conf->trigger, conf->table),
+					 errdetail("Its rows reach a partition, where no statement trigger checks them."),
+					 errhint("On a partitioned table use one AFTER ... FOR EACH STATEMENT trigger with REFERENCING NEW TABLE AS rl_new.")));
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("trigger \"%s\" on table \"%s\" has no statement trigger to check its rows",
+						conf->trigger, RelationGetRelationName(rel)),
+				 errdetail("A FOR EACH ROW rl_throttle_statement trigger only counts rows; an AFTER %s ... FOR EACH STATEMENT trigger with the same arguments, without a WHEN condition or transition table, checks them.",
+						   update ? "UPDATE" : "INSERT"),
+				 errhint("Create the statement trigger, or use rl_throttle to check each row on its own.")));
+	}
+
+	if (state->pending == NULL || state->generation != rl_generation ||
+		state->pending->level != GetCurrentTransactionNestLevel())
+	{
+		state->pending = rl_pending_find(RelationGetRelid(rel), state->args);
+		if (state->pending == NULL)
+			state->pending = rl_pending_create(conf, rel, state->args);
+		state->generation = rl_generation;
+	}
+	rl_groups_add(state->pending->groups, conf,
+				  update ? trigdata->tg_newslot : trigdata->tg_trigslot);
+	return PointerGetDatum(update ? trigdata->tg_newtuple :
+						   trigdata->tg_trigtuple);
+}
+
+/* Reads the transition table's rows into groups. */
+static RlGroups *
+rl_read_transition(RlTriggerConf *conf, TriggerData *trigdata)
 {
 	Tuplestorestate *rows = trigdata->tg_newtable;
 	TupleDesc	tupdesc = RelationGetDescr(trigdata->tg_relation);
+	RlGroups   *groups = rl_groups_create(conf, tupdesc, CurrentMemoryContext);
 	TupleTableSlot *slot;
-	HTAB	   *byvalue;
-	HTAB	   *bykey;
-	HASHCTL		ctl;
-	RlGroup   **order;
-	RlGroup   **merged;
-	int			n = 0;
-	int			m = 0;
-	int			allocated = 64;
-	MemoryContext rowcxt;
-	MemoryContext old;
-	StringInfoData key;
-	RlRowKey	probe;
 	int			readptr;
-
-	rl_key_ncols = conf->ncols;
-	rl_key_typlen = palloc(sizeof(int16) * conf->ncols);
-	rl_key_byval = palloc(sizeof(bool) * conf->ncols);
-	for (int i = 0; i < conf->ncols; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(tupdesc, conf->cols[i] - 1);
-
-		rl_key_typlen[i] = att->attlen;
-		rl_key_byval[i] = att->attbyval;
-	}
-	probe.values = palloc(sizeof(Datum) * conf->ncols);
-	probe.nulls = palloc(sizeof(bool) * conf->ncols);
-
-	ctl.keysize = sizeof(RlRowKey *);
-	ctl.entrysize = sizeof(RlGroup);
-	ctl.hash = rl_rowkey_hash;
-	ctl.match = rl_rowkey_match;
-	ctl.hcxt = CurrentMemoryContext;
-	byvalue = hash_create("ratelimit statement rows", 256, &ctl,
-						  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
-	order = palloc(sizeof(RlGroup *) * allocated);
-	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ratelimit row",
-								   ALLOCSET_DEFAULT_SIZES);
 
 	/* Our own read pointer: other triggers may read the same rows. */
 	slot = MakeSingleTupleTableSlot(tupdesc, &TTSOpsMinimalTuple);
 	readptr = tuplestore_alloc_read_pointer(rows, EXEC_FLAG_REWIND);
 	tuplestore_select_read_pointer(rows, readptr);
 	tuplestore_rescan(rows);
-
 	while (tuplestore_gettupleslot(rows, true, false, slot))
 	{
-		RlRowKey   *probeptr = &probe;
-		RlGroup    *group;
-		bool		found;
-
 		CHECK_FOR_INTERRUPTS();
-		MemoryContextReset(rowcxt);
-		old = MemoryContextSwitchTo(rowcxt);
-		probe.hash = 0;
-		for (int i = 0; i < conf->ncols; i++)
-		{
-			Datum		value = slot_getattr(slot, conf->cols[i], &probe.nulls[i]);
-			const void *bytes;
-			Size		len;
-
-			if (!probe.nulls[i] && rl_key_typlen[i] == -1)
-				value = PointerGetDatum(PG_DETOAST_DATUM_PACKED(value));
-			probe.values[i] = value;
-			if (probe.nulls[i])
-				probe.hash = hash_combine(probe.hash, 0x9e3779b9);
-			else
-			{
-				bytes = rl_value_bytes(&probe.values[i], i, &len);
-				probe.hash = hash_combine(probe.hash,
-										  hash_bytes(bytes, (int) len));
-			}
-		}
-		MemoryContextSwitchTo(old);
-
-		group = hash_search(byvalue, &probeptr, HASH_ENTER, &found);
-		if (!found)
-		{
-			RlRowKey   *copy = palloc(sizeof(RlRowKey));
-
-			if (n == RL_MAX_STATEMENT_KEYS)
-				ereport(ERROR,
-						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-						 errmsg("statement on table \"%s\" has more than %d distinct rate limit keys",
-								conf->table, RL_MAX_STATEMENT_KEYS),
-						 errdetail("Trigger \"%s\" checks all keys of a statement in one Redis script.",
-								   conf->trigger),
-						 errhint("Split the statement into smaller ones, or use rl_throttle in a row trigger.")));
-			copy->hash = probe.hash;
-			copy->values = palloc(sizeof(Datum) * conf->ncols);
-			copy->nulls = palloc(sizeof(bool) * conf->ncols);
-			for (int i = 0; i < conf->ncols; i++)
-			{
-				copy->nulls[i] = probe.nulls[i];
-				copy->values[i] = probe.nulls[i] ? (Datum) 0 :
-					datumCopy(probe.values[i], rl_key_byval[i], rl_key_typlen[i]);
-			}
-			group->rowkey = copy;
-			group->cost = 0;
-			if (n == allocated)
-			{
-				allocated *= 2;
-				order = repalloc(order, sizeof(RlGroup *) * allocated);
-			}
-			order[n++] = group;
-		}
-		/* Each cost is at most the limit, and we stop past it: no overflow. */
-		group->cost += rl_trigger_cost(conf, slot);
-		if (group->cost > conf->limiter.limit)
-			rl_group_too_big(conf, group);
+		rl_groups_add(groups, conf, slot);
 	}
-
 	tuplestore_select_read_pointer(rows, 0);
 	ExecDropSingleTupleTableSlot(slot);
-	MemoryContextDelete(rowcxt);
-
-	/* The second level: one group per limiter key text. */
-	ctl.keysize = sizeof(char *);
-	ctl.entrysize = sizeof(RlGroup);
-	ctl.hash = rl_group_hash;
-	ctl.match = rl_group_match;
-	bykey = hash_create("ratelimit statement keys", Max(n, 16), &ctl,
-						HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
-	merged = palloc(sizeof(RlGroup *) * Max(n, 1));
-	for (int i = 0; i < n; i++)
-	{
-		RlGroup    *group;
-		char	   *text;
-		bool		found;
-
-		initStringInfo(&key);
-		rl_trigger_key_values(conf, order[i]->rowkey->values,
-							  order[i]->rowkey->nulls, &key, NULL);
-		text = key.data;
-		group = hash_search(bykey, &text, HASH_ENTER, &found);
-		if (!found)
-		{
-			group->key = key.data;
-			group->rowkey = order[i]->rowkey;
-			group->cost = 0;
-			merged[m++] = group;
-		}
-		group->cost += order[i]->cost;
-		if (group->cost > conf->limiter.limit)
-			rl_group_too_big(conf, group);
-	}
-	*ngroups = m;
-	return merged;
+	return groups;
 }
 
 /*
- * rl_throttle_statement(): AFTER INSERT OR UPDATE ... REFERENCING NEW
- * TABLE AS ... FOR EACH STATEMENT
- *
- * Checks and consumes every key's cost in one script run, all or
- * nothing.  Keys whose rows cost nothing are not sent.
+ * The statement's end, in either form: checks and consumes every key's
+ * cost in one script run, all or nothing.  Keys whose rows cost nothing
+ * are not sent.
  */
-Datum
-rl_throttle_statement(PG_FUNCTION_ARGS)
+static void
+rl_check_groups(RlTriggerConf *conf, RlGroups *groups)
 {
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	RlTriggerConf *conf;
-	RlGroup   **groups;
+	RlGroup   **list;
 	int			ngroups;
 	int			n = 0;
 	char	  **keys;
@@ -380,24 +353,60 @@ rl_throttle_statement(PG_FUNCTION_ARGS)
 	RlAnswer	answer;
 	int			tightest;
 
+	list = rl_groups_finish(groups, conf, &ngroups);
+	keys = palloc(sizeof(char *) * Max(ngroups, 1));
+	limiters = palloc(sizeof(RlLimiter) * Max(ngroups, 1));
+	costs = palloc(sizeof(int64) * Max(ngroups, 1));
+	which = palloc(sizeof(int) * Max(ngroups, 1));
+	for (int i = 0; i < ngroups; i++)
+	{
+		if (list[i]->cost == 0)
+			continue;
+		keys[n] = rl_trigger_redis_key(conf, list[i]->key);
+		limiters[n] = conf->limiter;
+		costs[n] = list[i]->cost;
+		which[n] = i;
+		n++;
+	}
+	if (n == 0)
+		return;
+
+	tightest = rl_check_rules(keys, limiters, costs, n, &answer);
+	if (!answer.allowed)
+		rl_trigger_denied(conf,
+						  tightest >= 0 ? rl_group_desc(conf, list[which[tightest]]) : NULL,
+						  &answer);
+}
+
+/*
+ * rl_throttle_statement(): AFTER INSERT OR UPDATE ... REFERENCING NEW
+ * TABLE AS ... FOR EACH STATEMENT; or a BEFORE INSERT OR UPDATE ... FOR
+ * EACH ROW trigger and an AFTER INSERT OR UPDATE ... FOR EACH STATEMENT
+ * trigger with the same arguments.
+ */
+Datum
+rl_throttle_statement(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	RlTriggerConf *conf;
+	RlStatementState *state;
+	RlPending  *pending;
+	MemoryContext cxt;
+	bool		row;
+
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("rl_throttle_statement: not called by the trigger manager")));
-	if (!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
-		TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
-		!(TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) ||
-		  TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event)))
+	row = TRIGGER_FIRED_FOR_ROW(trigdata->tg_event);
+	if (!(TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) ||
+		  TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event)) ||
+		(row && !TRIGGER_FIRED_BEFORE(trigdata->tg_event)) ||
+		(!row && !TRIGGER_FIRED_AFTER(trigdata->tg_event)))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("rl_throttle_statement must be fired AFTER INSERT or UPDATE FOR EACH STATEMENT"),
+				 errmsg("rl_throttle_statement must be fired AFTER INSERT or UPDATE FOR EACH STATEMENT, or BEFORE INSERT or UPDATE FOR EACH ROW"),
 				 errhint("For row-level throttling use rl_throttle in a BEFORE ... FOR EACH ROW trigger.")));
-	if (trigdata->tg_newtable == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("trigger \"%s\" has no transition table of new rows",
-						trigdata->tg_trigger->tgname),
-				 errhint("Create it with REFERENCING NEW TABLE AS rl_new.")));
 
 	conf = rl_trigger_conf(fcinfo, trigdata);
 	if (conf->skip)
@@ -407,29 +416,35 @@ rl_throttle_statement(PG_FUNCTION_ARGS)
 						conf->trigger, RelationGetRelationName(trigdata->tg_relation)),
 				 errhint("Use \"raise\", or rl_throttle in a BEFORE ... FOR EACH ROW trigger to skip rows.")));
 
-	groups = rl_group_rows(conf, trigdata, &ngroups);
+	if (row)
+		return rl_count_row(fcinfo, trigdata, conf);
 
-	keys = palloc(sizeof(char *) * Max(ngroups, 1));
-	limiters = palloc(sizeof(RlLimiter) * Max(ngroups, 1));
-	costs = palloc(sizeof(int64) * Max(ngroups, 1));
-	which = palloc(sizeof(int) * Max(ngroups, 1));
-	for (int i = 0; i < ngroups; i++)
+	if (trigdata->tg_newtable != NULL)
 	{
-		if (groups[i]->cost == 0)
-			continue;
-		keys[n] = rl_trigger_redis_key(conf, groups[i]->key);
-		limiters[n] = conf->limiter;
-		costs[n] = groups[i]->cost;
-		which[n] = i;
-		n++;
-	}
-	if (n == 0)
+		rl_check_groups(conf, rl_read_transition(conf, trigdata));
 		return PointerGetDatum(NULL);
+	}
 
-	tightest = rl_check_rules(keys, limiters, costs, n, &answer);
-	if (!answer.allowed)
-		rl_trigger_denied(conf,
-						  tightest >= 0 ? rl_group_desc(conf, groups[which[tightest]]) : NULL,
-						  &answer);
+	state = rl_statement_state(fcinfo, conf, trigdata);
+	if (!state->partnered)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trigger \"%s\" has no transition table of new rows",
+						trigdata->tg_trigger->tgname),
+				 errhint("Create it with REFERENCING NEW TABLE AS rl_new, or pair it with a BEFORE %s ... FOR EACH ROW trigger with the same arguments.",
+						 TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ? "UPDATE" : "INSERT")));
+
+	/*
+	 * Take the counts out of the list first: whatever happens below, they
+	 * are checked once, and go with this call's memory.
+	 */
+	pending = rl_pending_find(RelationGetRelid(trigdata->tg_relation),
+							  state->args);
+	if (pending == NULL)
+		return PointerGetDatum(NULL);
+	rl_pending_unlink(pending);
+	cxt = rl_groups_context(pending->groups);
+	MemoryContextSetParent(cxt, CurrentMemoryContext);
+	rl_check_groups(conf, pending->groups);
 	return PointerGetDatum(NULL);
 }

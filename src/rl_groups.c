@@ -1,0 +1,398 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_groups.c
+ *	  A statement's rows, grouped by rate limit key.
+ *
+ * The statement trigger (rl_trigger_statement.c) charges each key once
+ * per statement with the sum of its rows' costs.  Rows arrive one at a
+ * time, read back from a transition table or handed over by a row
+ * trigger; this file sums them.  Rows are grouped by their key column
+ * values, compared as stored (detoasted), so a row costs a hash of its
+ * key columns and no text.  The limiter key text is made once per group
+ * at the end, and groups whose texts coincide (the same value stored two
+ * ways) are merged, so no key reaches Redis twice.
+ *
+ * Errors come as early as they can, before anything is sent to Redis:
+ * too many keys, or a key whose rows alone exceed the limit.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_groups.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "executor/tuptable.h"
+#include "fmgr.h"
+#include "utils/datum.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "rl_trigger.h"
+
+/*
+ * Distinct keys per statement.  They all go into one Lua script, which
+ * blocks Redis while it runs; ten thousand keys take a few milliseconds.
+ */
+#define RL_MAX_STATEMENT_KEYS	10000
+
+/*
+ * A row's key column values, as the hash table's key.  The first value
+ * is kept beside them, so that the usual single integer key compares
+ * without following a pointer.
+ */
+typedef struct RlRowKey
+{
+	uint32		hash;
+	bool		firstnull;
+	Datum		first;
+	Datum	   *values;
+	bool	   *nulls;
+} RlRowKey;
+
+typedef struct RlRowEntry
+{
+	RlRowKey	key;
+	char		status;			/* simplehash's */
+	RlGroup    *group;
+} RlRowEntry;
+
+static inline bool rl_rowkey_equal(const RlGroups *groups, const RlRowKey *a,
+								   const RlRowKey *b);
+
+#define SH_PREFIX rl_rows
+#define SH_ELEMENT_TYPE RlRowEntry
+#define SH_KEY_TYPE RlRowKey
+#define SH_KEY key
+#define SH_HASH_KEY(tb, k) ((k).hash)
+#define SH_EQUAL(tb, a, b) rl_rowkey_equal((tb)->private_data, &(a), &(b))
+#define SH_STORE_HASH
+#define SH_GET_HASH(tb, a) ((a)->key.hash)
+#define SH_SCOPE static inline
+#define SH_DECLARE
+#define SH_DEFINE
+#include "lib/simplehash.h"
+
+struct RlGroups
+{
+	MemoryContext cxt;			/* all of the below */
+	MemoryContext rowcxt;		/* one row's detoasted values */
+	bool		rowcxt_used;
+	int			ncols;
+	AttrNumber *cols;
+	int16	   *typlen;
+	bool	   *byval;
+	bool		one_byval;		/* one key column, passed by value */
+	rl_rows_hash *byvalue;
+	RlGroup   **order;			/* groups in the order keys first appear */
+	int			n;
+	int			allocated;
+	RlRowKey	probe;
+};
+
+/* The bytes a value is compared by: the datum, or what it points to. */
+static const void *
+rl_value_bytes(const RlGroups *groups, const Datum *value, int col, Size *len)
+{
+	if (groups->byval[col])
+	{
+		*len = sizeof(Datum);
+		return value;
+	}
+	if (groups->typlen[col] == -1)
+	{
+		struct varlena *v = (struct varlena *) DatumGetPointer(*value);
+
+		*len = VARSIZE_ANY_EXHDR(v);
+		return VARDATA_ANY(v);
+	}
+	if (groups->typlen[col] == -2)
+	{
+		*len = strlen(DatumGetCString(*value));
+		return DatumGetPointer(*value);
+	}
+	*len = groups->typlen[col];
+	return DatumGetPointer(*value);
+}
+
+/* Called only for keys of equal hash. */
+static inline bool
+rl_rowkey_equal(const RlGroups *groups, const RlRowKey *a, const RlRowKey *b)
+{
+	if (groups->one_byval)
+		return a->firstnull == b->firstnull && a->first == b->first;
+	for (int i = 0; i < groups->ncols; i++)
+	{
+		const void *pa;
+		const void *pb;
+		Size		la;
+		Size		lb;
+
+		if (a->nulls[i] != b->nulls[i])
+			return false;
+		if (a->nulls[i])
+			continue;
+		if (groups->byval[i])
+		{
+			if (a->values[i] != b->values[i])
+				return false;
+			continue;
+		}
+		pa = rl_value_bytes(groups, &a->values[i], i, &la);
+		pb = rl_value_bytes(groups, &b->values[i], i, &lb);
+		if (la != lb || memcmp(pa, pb, la) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* Groups of the second level are found by their limiter key text. */
+static uint32
+rl_group_hash(const void *key, Size keysize)
+{
+	const char *s = *(char *const *) key;
+
+	return hash_bytes((const unsigned char *) s, strlen(s));
+}
+
+static int
+rl_group_match(const void *key1, const void *key2, Size keysize)
+{
+	return strcmp(*(char *const *) key1, *(char *const *) key2);
+}
+
+/*
+ * The (col, ...)=(value, ...) text of a group, for messages only, so it
+ * is made only when one is raised.
+ */
+char *
+rl_group_desc(RlTriggerConf *conf, RlGroup *group)
+{
+	StringInfoData key;
+	StringInfoData desc;
+
+	initStringInfo(&key);
+	initStringInfo(&desc);
+	rl_trigger_key_values(conf, group->values, group->nulls, &key, &desc);
+	return desc.data;
+}
+
+/*
+ * A key whose rows alone exceed the limit: no wait can help it, so the
+ * statement fails before Redis is asked.  Inside PostgREST the 429 says
+ * to wait a window, the least that could help a smaller retry.
+ */
+static void
+rl_group_too_big(RlTriggerConf *conf, RlGroup *group)
+{
+	RlAnswer	answer = {0};
+	char	   *desc = rl_group_desc(conf, group);
+	char	   *detail;
+
+	if (conf->costcol == 0)
+		detail = psprintf("The statement writes more than " INT64_FORMAT " rows for key %s, which no window can admit.",
+						  conf->limiter.limit, desc);
+	else
+		detail = psprintf("The statement's rows for key %s cost more than " INT64_FORMAT " in total (column \"%s\"), which no window can admit.",
+						  desc, conf->limiter.limit, conf->costname);
+	answer.known = false;
+	answer.retry_after_ms = (conf->limiter.window_us + 999) / 1000;
+	rl_trigger_raise(conf, detail,
+					 psprintf("Trigger \"%s\" limits the rows written per key; split the statement into smaller ones.",
+							  conf->trigger),
+					 &answer);
+}
+
+/*
+ * An empty set of groups for rows of the given shape, in a memory
+ * context of its own under parent: deleting it frees everything.
+ */
+RlGroups *
+rl_groups_create(RlTriggerConf *conf, TupleDesc tupdesc, MemoryContext parent)
+{
+	MemoryContext cxt = AllocSetContextCreate(parent, "ratelimit statement rows",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	RlGroups   *groups = palloc0(sizeof(RlGroups));
+
+	groups->cxt = cxt;
+	groups->rowcxt = AllocSetContextCreate(cxt, "ratelimit row",
+										   ALLOCSET_SMALL_SIZES);
+	groups->ncols = conf->ncols;
+	groups->one_byval = conf->ncols == 1 &&
+		TupleDescAttr(tupdesc, conf->cols[0] - 1)->attbyval;
+	groups->cols = palloc(sizeof(AttrNumber) * conf->ncols);
+	groups->typlen = palloc(sizeof(int16) * conf->ncols);
+	groups->byval = palloc(sizeof(bool) * conf->ncols);
+	for (int i = 0; i < conf->ncols; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(tupdesc, conf->cols[i] - 1);
+
+		groups->cols[i] = conf->cols[i];
+		groups->typlen[i] = att->attlen;
+		groups->byval[i] = att->attbyval;
+	}
+	groups->probe.values = palloc(sizeof(Datum) * conf->ncols);
+	groups->probe.nulls = palloc(sizeof(bool) * conf->ncols);
+
+	groups->byvalue = rl_rows_create(cxt, 256, groups);
+	groups->allocated = 64;
+	groups->order = palloc(sizeof(RlGroup *) * groups->allocated);
+	MemoryContextSwitchTo(old);
+	return groups;
+}
+
+MemoryContext
+rl_groups_context(RlGroups *groups)
+{
+	return groups->cxt;
+}
+
+/* Adds one row's cost to its key's group. */
+void
+rl_groups_add(RlGroups *groups, RlTriggerConf *conf, TupleTableSlot *slot)
+{
+	RlRowKey   *probe = &groups->probe;
+	RlRowEntry *entry;
+	RlGroup    *group;
+	bool		found;
+
+	if (groups->rowcxt_used)
+	{
+		MemoryContextReset(groups->rowcxt);
+		groups->rowcxt_used = false;
+	}
+	probe->hash = 0;
+	for (int i = 0; i < groups->ncols; i++)
+	{
+		Datum		value = slot_getattr(slot, groups->cols[i], &probe->nulls[i]);
+		const void *bytes;
+		Size		len;
+		uint32		hash;
+
+		if (probe->nulls[i])
+		{
+			probe->values[i] = (Datum) 0;
+			probe->hash = hash_combine(probe->hash, 0x9e3779b9);
+			continue;
+		}
+		if (groups->byval[i])
+			hash = murmurhash32((uint32) (value ^ (value >> 32)));
+		else
+		{
+			if (groups->typlen[i] == -1 &&
+				(VARATT_IS_EXTERNAL(DatumGetPointer(value)) ||
+				 VARATT_IS_COMPRESSED(DatumGetPointer(value))))
+			{
+				MemoryContext old = MemoryContextSwitchTo(groups->rowcxt);
+
+				value = PointerGetDatum(PG_DETOAST_DATUM_PACKED(value));
+				MemoryContextSwitchTo(old);
+				groups->rowcxt_used = true;
+			}
+			bytes = rl_value_bytes(groups, &value, i, &len);
+			hash = hash_bytes(bytes, (int) len);
+		}
+		probe->values[i] = value;
+		probe->hash = hash_combine(probe->hash, hash);
+	}
+	probe->first = probe->values[0];
+	probe->firstnull = probe->nulls[0];
+
+	entry = rl_rows_insert(groups->byvalue, *probe, &found);
+	if (!found)
+	{
+		MemoryContext old;
+
+		if (groups->n == RL_MAX_STATEMENT_KEYS)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("statement on table \"%s\" has more than %d distinct rate limit keys",
+							conf->table, RL_MAX_STATEMENT_KEYS),
+					 errdetail("Trigger \"%s\" checks all keys of a statement in one Redis script.",
+							   conf->trigger),
+					 errhint("Split the statement into smaller ones, or use rl_throttle in a row trigger.")));
+		old = MemoryContextSwitchTo(groups->cxt);
+		group = palloc(sizeof(RlGroup));
+		group->values = palloc(sizeof(Datum) * groups->ncols);
+		group->nulls = palloc(sizeof(bool) * groups->ncols);
+		for (int i = 0; i < groups->ncols; i++)
+		{
+			group->nulls[i] = probe->nulls[i];
+			group->values[i] = probe->nulls[i] ? (Datum) 0 :
+				datumCopy(probe->values[i], groups->byval[i], groups->typlen[i]);
+		}
+		group->hashkey = NULL;
+		group->key = NULL;
+		group->cost = 0;
+		if (groups->n == groups->allocated)
+		{
+			groups->allocated *= 2;
+			groups->order = repalloc(groups->order,
+									 sizeof(RlGroup *) * groups->allocated);
+		}
+		groups->order[groups->n++] = group;
+		MemoryContextSwitchTo(old);
+		/* The entry's key is the probe until here: point it at the copy. */
+		entry->key.values = group->values;
+		entry->key.nulls = group->nulls;
+		entry->key.first = group->values[0];
+		entry->group = group;
+	}
+	group = entry->group;
+	/* Each cost is at most the limit, and we stop past it: no overflow. */
+	group->cost += rl_trigger_cost(conf, slot);
+	if (group->cost > conf->limiter.limit)
+		rl_group_too_big(conf, group);
+}
+
+/*
+ * The groups, one per limiter key text, in the order keys first
+ * appeared; each group's key is set.
+ */
+RlGroup **
+rl_groups_finish(RlGroups *groups, RlTriggerConf *conf, int *ngroups)
+{
+	HTAB	   *bykey;
+	HASHCTL		ctl;
+	RlGroup   **merged;
+	int			m = 0;
+	MemoryContext old = MemoryContextSwitchTo(groups->cxt);
+
+	ctl.keysize = sizeof(char *);
+	ctl.entrysize = sizeof(RlGroup);
+	ctl.hash = rl_group_hash;
+	ctl.match = rl_group_match;
+	ctl.hcxt = groups->cxt;
+	bykey = hash_create("ratelimit statement keys", Max(groups->n, 16), &ctl,
+						HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+	merged = palloc(sizeof(RlGroup *) * Max(groups->n, 1));
+	for (int i = 0; i < groups->n; i++)
+	{
+		RlGroup    *from = groups->order[i];
+		RlGroup    *group;
+		StringInfoData key;
+		bool		found;
+
+		initStringInfo(&key);
+		rl_trigger_key_values(conf, from->values, from->nulls, &key, NULL);
+		group = hash_search(bykey, &key.data, HASH_ENTER, &found);
+		if (!found)
+		{
+			group->key = key.data;
+			group->values = from->values;
+			group->nulls = from->nulls;
+			group->cost = 0;
+			merged[m++] = group;
+		}
+		group->cost += from->cost;
+		if (group->cost > conf->limiter.limit)
+			rl_group_too_big(conf, group);
+	}
+	MemoryContextSwitchTo(old);
+	*ngroups = m;
+	return merged;
+}
