@@ -43,15 +43,27 @@ end
 
 -- Numbers are stored with every digit (tostring keeps only 14).  All
 -- state is whole numbers below 2^53, written as integers: exact, and far
--- cheaper for Redis than the %.17g it would otherwise need.
+-- cheaper for Redis than the %.17g it would otherwise need.  Formatting
+-- is the dearest step of a script that writes many keys, and most values
+-- recur (the clock, the scale, a TTL): each is formatted once per run.
+local rl_num_text = {}
 local function rl_num(x)
-  if x == math.floor(x) and x > -9007199254740992 and x < 9007199254740992 then
-    return string.format('%d', x)
+  local s = rl_num_text[x]
+  if s then
+    return s
   end
-  return string.format('%.17g', x)
+  if x == math.floor(x) and x > -9007199254740992 and x < 9007199254740992 then
+    s = string.format('%d', x)
+  else
+    s = string.format('%.17g', x)
+  end
+  if x == x then
+    rl_num_text[x] = s
+  end
+  return s
 end
 
 -- Every key carries a TTL: the time until its state is fresh again.
 local function rl_expire(key, us)
-  redis.call('PEXPIRE', key, math.max(1, rl_ms(us)))
+  redis.call('PEXPIRE', key, rl_num(math.max(1, rl_ms(us))))
 end

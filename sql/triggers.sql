@@ -351,6 +351,17 @@ CREATE TRIGGER trig_pair_parts_count BEFORE INSERT ON trig_pair_parts
 CREATE TRIGGER trig_pair_parts_check AFTER INSERT ON trig_pair_parts
 	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '5', '1 minute');
 SELECT * FROM trig_error($$INSERT INTO trig_pair_parts VALUES (1)$$);
+-- A statement that wrote more WAL than wal_writer_flush_after has it
+-- flushed while Redis runs the check, instead of by its commit after.
+CREATE TABLE trig_pair_wal (author_id int, body text);
+CREATE TRIGGER trig_pair_wal_count BEFORE INSERT ON trig_pair_wal
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle_statement('author_id', 'token_bucket', '100000', '1 minute');
+CREATE TRIGGER trig_pair_wal_check AFTER INSERT ON trig_pair_wal
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'token_bucket', '100000', '1 minute');
+BEGIN;
+INSERT INTO trig_pair_wal SELECT g % 10, repeat('x', 100) FROM generate_series(1, 20000) g;
+SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), pg_current_wal_flush_lsn()) < 8192 AS flushed_early;
+ROLLBACK;
 
 --
 -- Redis unavailable: the failure policy decides
@@ -370,7 +381,7 @@ SELECT body FROM trig_comments WHERE body LIKE 'fail%';
 SELECT * FROM trig_likes WHERE user_id = 9;
 
 DROP TABLE trig_comments, trig_posts, trig_events, trig_likes, trig_multi, trig_uploads, trig_bad,
-	trig_bulk, trig_bulk_cost, trig_wide, trig_pair, trig_pair_parts;
+	trig_bulk, trig_bulk_cost, trig_wide, trig_pair, trig_pair_parts, trig_pair_wal;
 DROP FUNCTION trig_pair_nested(int);
 DROP FUNCTION trig_try(text, text, text, text, text, text);
 DROP FUNCTION trig_error(text);

@@ -27,8 +27,11 @@
 
 #include <sys/socket.h>
 
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "postmaster/walwriter.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -204,6 +207,27 @@ rl_flush(TimestampTz deadline)
 	}
 }
 
+/*
+ * Work the commit would do anyway, done while Redis runs the request.  A
+ * statement that wrote much WAL (a bulk INSERT under the statement
+ * trigger) leaves it to be written and flushed at commit; flushing it now
+ * overlaps that I/O with Redis's script instead of following it.  The
+ * threshold is the WAL writer's own (wal_writer_flush_after), so a
+ * transaction of small statements flushes no more often than the WAL
+ * writer would; with synchronous_commit off nothing is flushed early.
+ */
+static void
+rl_flush_wal_while_waiting(void)
+{
+	XLogRecPtr	upto = XactLastRecEnd;
+
+	if (upto == InvalidXLogRecPtr || synchronous_commit <= SYNCHRONOUS_COMMIT_OFF)
+		return;
+	if (upto - GetFlushRecPtr(NULL) < (uint64) Max(WalWriterFlushAfter, 1) * XLOG_BLCKSZ)
+		return;
+	XLogFlush(upto);
+}
+
 /* The text of the first error reply among replies[0..n), or NULL. */
 static const char *
 rl_first_error(redisReply **replies, int n)
@@ -282,11 +306,12 @@ rl_free_replies(redisReply **replies, int n)
  * Sends n commands in one write and reads their n replies: one network
  * round trip however many commands.  False when Redis could not be
  * reached in time; the connection is then gone and the failure recorded.
- * Replies are hiredis objects; the caller frees them.
+ * Replies are hiredis objects; the caller frees them.  With flush_wal the
+ * transaction's pending WAL is flushed while the reply is on its way.
  */
 bool
 rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
-				  TimestampTz deadline)
+				  TimestampTz deadline, bool flush_wal)
 {
 	bool		ok = false;
 
@@ -306,7 +331,10 @@ rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
 	rl_busy = true;
 	PG_TRY();
 	{
-		ok = rl_flush(deadline) && rl_read(replies, n, deadline);
+		ok = rl_flush(deadline);
+		if (ok && flush_wal)
+			rl_flush_wal_while_waiting();
+		ok = ok && rl_read(replies, n, deadline);
 	}
 	PG_CATCH();
 	{
@@ -488,7 +516,7 @@ rl_connect(char *signature)
 		cmds[i].argvlen = argvlen[i];
 	}
 
-	if (!rl_conn_roundtrip(cmds, n, replies, deadline))
+	if (!rl_conn_roundtrip(cmds, n, replies, deadline, false))
 		return false;
 	for (int i = 0; i < n; i++)
 	{

@@ -29,7 +29,7 @@ typedef struct RlCommand
 
 extern bool rl_conn_ready(void);
 extern bool rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
-							  TimestampTz deadline);
+							  TimestampTz deadline, bool flush_wal);
 extern void rl_conn_failure(bool keep, const char *fmt,...) pg_attribute_printf(2, 3);
 extern void rl_conn_succeeded(void);
 extern void rl_policy_answer(RlAnswer *answer);

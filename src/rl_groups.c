@@ -40,24 +40,25 @@
 #define RL_MAX_STATEMENT_KEYS	10000
 
 /*
- * A row's key column values, as the hash table's key.  The first value
- * is kept beside them, so that the usual single integer key compares
- * without following a pointer.
+ * A row's key, as the hash table sees it: the hash, the first key value
+ * (so the usual single integer key compares without following a
+ * pointer), and the index of the group that holds all the values, or -1
+ * for the row being looked up, whose values are in RlGroups.probe.  An
+ * entry is 32 bytes: a statement with a thousand keys probes a table that
+ * stays in cache while the rows stream past it.
  */
 typedef struct RlRowKey
 {
-	uint32		hash;
-	bool		firstnull;
 	Datum		first;
-	Datum	   *values;
-	bool	   *nulls;
+	uint32		hash;
+	int32		group;
+	bool		firstnull;
 } RlRowKey;
 
 typedef struct RlRowEntry
 {
 	RlRowKey	key;
 	char		status;			/* simplehash's */
-	RlGroup    *group;
 } RlRowEntry;
 
 static inline bool rl_rowkey_equal(const RlGroups *groups, const RlRowKey *a,
@@ -88,9 +89,11 @@ struct RlGroups
 	bool		one_byval;		/* one key column, passed by value */
 	rl_rows_hash *byvalue;
 	RlGroup   **order;			/* groups in the order keys first appear */
+	int64	   *costs;			/* their costs, summed here while rows come */
 	int			n;
 	int			allocated;
-	RlRowKey	probe;
+	Datum	   *probe_values;	/* the row being looked up */
+	bool	   *probe_nulls;
 };
 
 /* The bytes a value is compared by: the datum, or what it points to. */
@@ -122,8 +125,20 @@ rl_value_bytes(const RlGroups *groups, const Datum *value, int col, Size *len)
 static inline bool
 rl_rowkey_equal(const RlGroups *groups, const RlRowKey *a, const RlRowKey *b)
 {
+	const Datum *va;
+	const Datum *vb;
+	const bool *na;
+	const bool *nb;
+
+	if (a->firstnull != b->firstnull ||
+		(groups->byval[0] && !a->firstnull && a->first != b->first))
+		return false;
 	if (groups->one_byval)
-		return a->firstnull == b->firstnull && a->first == b->first;
+		return true;
+	va = a->group < 0 ? groups->probe_values : groups->order[a->group]->values;
+	na = a->group < 0 ? groups->probe_nulls : groups->order[a->group]->nulls;
+	vb = b->group < 0 ? groups->probe_values : groups->order[b->group]->values;
+	nb = b->group < 0 ? groups->probe_nulls : groups->order[b->group]->nulls;
 	for (int i = 0; i < groups->ncols; i++)
 	{
 		const void *pa;
@@ -131,18 +146,18 @@ rl_rowkey_equal(const RlGroups *groups, const RlRowKey *a, const RlRowKey *b)
 		Size		la;
 		Size		lb;
 
-		if (a->nulls[i] != b->nulls[i])
+		if (na[i] != nb[i])
 			return false;
-		if (a->nulls[i])
+		if (na[i])
 			continue;
 		if (groups->byval[i])
 		{
-			if (a->values[i] != b->values[i])
+			if (va[i] != vb[i])
 				return false;
 			continue;
 		}
-		pa = rl_value_bytes(groups, &a->values[i], i, &la);
-		pb = rl_value_bytes(groups, &b->values[i], i, &lb);
+		pa = rl_value_bytes(groups, &va[i], i, &la);
+		pb = rl_value_bytes(groups, &vb[i], i, &lb);
 		if (la != lb || memcmp(pa, pb, la) != 0)
 			return false;
 	}
@@ -235,12 +250,13 @@ rl_groups_create(RlTriggerConf *conf, TupleDesc tupdesc, MemoryContext parent)
 		groups->typlen[i] = att->attlen;
 		groups->byval[i] = att->attbyval;
 	}
-	groups->probe.values = palloc(sizeof(Datum) * conf->ncols);
-	groups->probe.nulls = palloc(sizeof(bool) * conf->ncols);
+	groups->probe_values = palloc(sizeof(Datum) * conf->ncols);
+	groups->probe_nulls = palloc(sizeof(bool) * conf->ncols);
 
 	groups->byvalue = rl_rows_create(cxt, 256, groups);
 	groups->allocated = 64;
 	groups->order = palloc(sizeof(RlGroup *) * groups->allocated);
+	groups->costs = palloc(sizeof(int64) * groups->allocated);
 	MemoryContextSwitchTo(old);
 	return groups;
 }
@@ -255,9 +271,11 @@ rl_groups_context(RlGroups *groups)
 void
 rl_groups_add(RlGroups *groups, RlTriggerConf *conf, TupleTableSlot *slot)
 {
-	RlRowKey   *probe = &groups->probe;
+	Datum	   *values = groups->probe_values;
+	bool	   *nulls = groups->probe_nulls;
+	RlRowKey	probe;
 	RlRowEntry *entry;
-	RlGroup    *group;
+	int			g;
 	bool		found;
 
 	if (groups->rowcxt_used)
@@ -265,18 +283,18 @@ rl_groups_add(RlGroups *groups, RlTriggerConf *conf, TupleTableSlot *slot)
 		MemoryContextReset(groups->rowcxt);
 		groups->rowcxt_used = false;
 	}
-	probe->hash = 0;
+	probe.hash = 0;
 	for (int i = 0; i < groups->ncols; i++)
 	{
-		Datum		value = slot_getattr(slot, groups->cols[i], &probe->nulls[i]);
+		Datum		value = slot_getattr(slot, groups->cols[i], &nulls[i]);
 		const void *bytes;
 		Size		len;
 		uint32		hash;
 
-		if (probe->nulls[i])
+		if (nulls[i])
 		{
-			probe->values[i] = (Datum) 0;
-			probe->hash = hash_combine(probe->hash, 0x9e3779b9);
+			values[i] = (Datum) 0;
+			probe.hash = hash_combine(probe.hash, 0x9e3779b9);
 			continue;
 		}
 		if (groups->byval[i])
@@ -296,16 +314,18 @@ rl_groups_add(RlGroups *groups, RlTriggerConf *conf, TupleTableSlot *slot)
 			bytes = rl_value_bytes(groups, &value, i, &len);
 			hash = hash_bytes(bytes, (int) len);
 		}
-		probe->values[i] = value;
-		probe->hash = hash_combine(probe->hash, hash);
+		values[i] = value;
+		probe.hash = hash_combine(probe.hash, hash);
 	}
-	probe->first = probe->values[0];
-	probe->firstnull = probe->nulls[0];
+	probe.first = values[0];
+	probe.firstnull = nulls[0];
+	probe.group = -1;
 
-	entry = rl_rows_insert(groups->byvalue, *probe, &found);
+	entry = rl_rows_insert(groups->byvalue, probe, &found);
 	if (!found)
 	{
 		MemoryContext old;
+		RlGroup    *group;
 
 		if (groups->n == RL_MAX_STATEMENT_KEYS)
 			ereport(ERROR,
@@ -321,9 +341,9 @@ rl_groups_add(RlGroups *groups, RlTriggerConf *conf, TupleTableSlot *slot)
 		group->nulls = palloc(sizeof(bool) * groups->ncols);
 		for (int i = 0; i < groups->ncols; i++)
 		{
-			group->nulls[i] = probe->nulls[i];
-			group->values[i] = probe->nulls[i] ? (Datum) 0 :
-				datumCopy(probe->values[i], groups->byval[i], groups->typlen[i]);
+			group->nulls[i] = nulls[i];
+			group->values[i] = nulls[i] ? (Datum) 0 :
+				datumCopy(values[i], groups->byval[i], groups->typlen[i]);
 		}
 		group->hashkey = NULL;
 		group->key = NULL;
@@ -333,20 +353,21 @@ rl_groups_add(RlGroups *groups, RlTriggerConf *conf, TupleTableSlot *slot)
 			groups->allocated *= 2;
 			groups->order = repalloc(groups->order,
 									 sizeof(RlGroup *) * groups->allocated);
+			groups->costs = repalloc(groups->costs,
+									 sizeof(int64) * groups->allocated);
 		}
-		groups->order[groups->n++] = group;
+		groups->order[groups->n] = group;
+		groups->costs[groups->n] = 0;
 		MemoryContextSwitchTo(old);
 		/* The entry's key is the probe until here: point it at the copy. */
-		entry->key.values = group->values;
-		entry->key.nulls = group->nulls;
+		entry->key.group = groups->n++;
 		entry->key.first = group->values[0];
-		entry->group = group;
 	}
-	group = entry->group;
+	g = entry->key.group;
 	/* Each cost is at most the limit, and we stop past it: no overflow. */
-	group->cost += rl_trigger_cost(conf, slot);
-	if (group->cost > conf->limiter.limit)
-		rl_group_too_big(conf, group);
+	groups->costs[g] += rl_trigger_cost(conf, slot);
+	if (groups->costs[g] > conf->limiter.limit)
+		rl_group_too_big(conf, groups->order[g]);
 }
 
 /*
@@ -377,6 +398,7 @@ rl_groups_finish(RlGroups *groups, RlTriggerConf *conf, int *ngroups)
 		StringInfoData key;
 		bool		found;
 
+		from->cost = groups->costs[i];
 		initStringInfo(&key);
 		rl_trigger_key_values(conf, from->values, from->nulls, &key, NULL);
 		group = hash_search(bykey, &key.data, HASH_ENTER, &found);

@@ -165,7 +165,7 @@ rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
 	numkeys = palloc(12 * n);
 	for (int i = 0; i < n; i++)
 		rl_build_eval(&cmds[i], &calls[i], false, numkeys + 12 * i);
-	if (!rl_conn_roundtrip(cmds, n, replies, deadline))
+	if (!rl_conn_roundtrip(cmds, n, replies, deadline, true))
 		return false;
 
 	/* Scripts Redis no longer knows did not run: send those as EVAL. */
@@ -190,7 +190,7 @@ rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
 		/* The replies already read are hiredis's (malloc): free on cancel. */
 		PG_TRY();
 		{
-			ok = rl_conn_roundtrip(cmds, missing, again, deadline);
+			ok = rl_conn_roundtrip(cmds, missing, again, deadline, true);
 		}
 		PG_CATCH();
 		{
@@ -226,7 +226,7 @@ rl_run_command(RlCommand *cmd, redisReply **reply)
 		return false;
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   rl_command_timeout);
-	if (!rl_conn_roundtrip(cmd, 1, reply, deadline))
+	if (!rl_conn_roundtrip(cmd, 1, reply, deadline, true))
 		return false;
 	if (!rl_check_replies(reply, 1))
 		return false;
