@@ -283,8 +283,12 @@ SELECT * FROM trig_peek('public.trig_pair:author_id=''2''', 'fixed_window', 5, '
 -- Over the limit for author 1: refused, and author 2 is not charged.
 SELECT * FROM trig_error($$INSERT INTO trig_pair VALUES (6, 1), (7, 2), (8, 1), (9, 1)$$);
 SELECT * FROM trig_peek('public.trig_pair:author_id=''2''', 'fixed_window', 5, '1 minute');
--- More rows for one key than the limit: the row trigger refuses at once.
+-- More rows for one key than the limit: refused before Redis is asked
+-- (here when the statement ends: integer keys are counted 256 rows at a time).
 SELECT * FROM trig_error($$INSERT INTO trig_pair SELECT g, 9 FROM generate_series(1, 6) g$$);
+-- In a longer statement the row trigger refuses within 256 rows.
+SELECT * FROM trig_error($$INSERT INTO trig_pair
+	SELECT g % 90, CASE WHEN g <= 6 THEN 9 ELSE 100 + g END FROM generate_series(1, 300) g$$);
 SELECT * FROM trig_peek('public.trig_pair:author_id=''9''', 'fixed_window', 5, '1 minute');
 -- UPDATE counts the updated rows: author 2's two rows move to author 3.
 UPDATE trig_pair SET author_id = 3 WHERE author_id = 2;
@@ -362,6 +366,8 @@ BEGIN;
 INSERT INTO trig_pair_wal SELECT g % 10, repeat('x', 100) FROM generate_series(1, 20000) g;
 SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), pg_current_wal_flush_lsn()) < 8192 AS flushed_early;
 ROLLBACK;
+-- Redis kept the charge: 2000 rows per author, counted 256 rows at a time.
+SELECT * FROM trig_peek('public.trig_pair_wal:author_id=''3''', 'token_bucket', 100000, '1 minute');
 
 --
 -- Redis unavailable: the failure policy decides

@@ -202,31 +202,62 @@ char *
 rl_redis_key(const char *key, int keylen, const RlLimiter *limiter,
 			 bool with_window)
 {
-	StringInfoData buf;
+	const char *algorithm = rl_algorithm_name(limiter->algorithm);
+	int			prefixlen = strlen(rl_key_prefix);
+	int			algolen = strlen(algorithm);
+	int			special = 0;
+	char	   *out;
+	char	   *p;
 
-	initStringInfo(&buf);
-	appendStringInfoString(&buf, rl_key_prefix);
+	/*
+	 * Sized exactly and written with memcpy: every call builds at least
+	 * one key, and a statement trigger builds a thousand.
+	 */
+	for (int i = 0; i < keylen; i++)
+		special += (key[i] == '%' || key[i] == '}');
+	out = palloc(prefixlen + 12 + keylen + 2 * special + 2 + algolen + 24);
+	p = out;
+	memcpy(p, rl_key_prefix, prefixlen);
+	p += prefixlen;
+	*p++ = '{';
 	if (rl_isolate_databases)
-		appendStringInfo(&buf, "{%u:", MyDatabaseId);
+		p += pg_ultoa_n(MyDatabaseId, p);
 	else
-		appendStringInfoString(&buf, "{all:");
+	{
+		memcpy(p, "all", 3);
+		p += 3;
+	}
+	*p++ = ':';
 	for (int i = 0; i < keylen; i++)
 	{
 		if (key[i] == '%')
-			appendStringInfoString(&buf, "%25");
+		{
+			memcpy(p, "%25", 3);
+			p += 3;
+		}
 		else if (key[i] == '}')
-			appendStringInfoString(&buf, "%7D");
+		{
+			memcpy(p, "%7D", 3);
+			p += 3;
+		}
 		else
-			appendStringInfoChar(&buf, key[i]);
+			*p++ = key[i];
 	}
-	appendStringInfo(&buf, "}:%s", rl_algorithm_name(limiter->algorithm));
-	if (!with_window)
-		return buf.data;
-	if (limiter->window_us % 1000 == 0)
-		appendStringInfo(&buf, ":" INT64_FORMAT "ms", limiter->window_us / 1000);
-	else
-		appendStringInfo(&buf, ":" INT64_FORMAT "us", limiter->window_us);
-	return buf.data;
+	*p++ = '}';
+	*p++ = ':';
+	memcpy(p, algorithm, algolen);
+	p += algolen;
+	if (with_window)
+	{
+		bool		ms = limiter->window_us % 1000 == 0;
+
+		*p++ = ':';
+		p += pg_lltoa(ms ? limiter->window_us / 1000 : limiter->window_us, p);
+		*p++ = ms ? 'm' : 'u';
+		*p++ = 's';
+	}
+	*p = '\0';
+	return out;
 }
 
 /* The clock argument of every script: pinned microseconds, or 0 for TIME. */

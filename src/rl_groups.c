@@ -12,8 +12,10 @@
  * at the end, and groups whose texts coincide (the same value stored two
  * ways) are merged, so no key reaches Redis twice.
  *
- * Errors come as early as they can, before anything is sent to Redis:
- * too many keys, or a key whose rows alone exceed the limit.
+ * Errors come before anything is sent to Redis: too many keys, or a key
+ * whose rows alone exceed the limit.  Rows of a single by-value key (the
+ * usual integer column) are counted RL_HELD_ROWS at a time, so such an
+ * error comes within that many rows, or when the statement ends.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -24,6 +26,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "common/hashfn.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
@@ -39,11 +42,14 @@
  */
 #define RL_MAX_STATEMENT_KEYS	10000
 
+/* Rows of a single by-value key held back to be counted in one loop. */
+#define RL_HELD_ROWS	256
+
 /*
  * A row's key, as the hash table sees it: the hash, the first key value
  * (so the usual single integer key compares without following a
  * pointer), and the index of the group that holds all the values, or -1
- * for the row being looked up, whose values are in RlGroups.probe.  An
+ * for the row being looked up, whose values are in probe_values.  An
  * entry is 32 bytes: a statement with a thousand keys probes a table that
  * stays in cache while the rows stream past it.
  */
@@ -94,6 +100,11 @@ struct RlGroups
 	int			allocated;
 	Datum	   *probe_values;	/* the row being looked up */
 	bool	   *probe_nulls;
+	/* Rows held back to be counted together (a single by-value key). */
+	int			nheld;
+	Datum		held_values[RL_HELD_ROWS];
+	int64		held_costs[RL_HELD_ROWS];
+	bool		held_nulls[RL_HELD_ROWS];
 };
 
 /* The bytes a value is compared by: the datum, or what it points to. */
@@ -267,9 +278,27 @@ rl_groups_context(RlGroups *groups)
 	return groups->cxt;
 }
 
-/* Adds one row's cost to its key's group. */
-void
-rl_groups_add(RlGroups *groups, RlTriggerConf *conf, TupleTableSlot *slot)
+/*
+ * A column of the row.  A row trigger's row is a heap tuple as well as a
+ * slot: reading the column from the tuple (at a cached offset, for the
+ * usual fixed-width columns) spares deforming the slot for every row.
+ */
+static inline Datum
+rl_row_value(TupleTableSlot *slot, HeapTuple tuple, AttrNumber att,
+			 bool *isnull)
+{
+	if (tuple != NULL)
+		return heap_getattr(tuple, att, slot->tts_tupleDescriptor, isnull);
+	return slot_getattr(slot, att, isnull);
+}
+
+/*
+ * Adds cost to the group of the key whose values are in probe_values and
+ * probe_nulls, making the group on its key's first row.
+ */
+static void
+rl_groups_count(RlGroups *groups, RlTriggerConf *conf, uint32 hash,
+				int64 cost)
 {
 	Datum	   *values = groups->probe_values;
 	bool	   *nulls = groups->probe_nulls;
@@ -278,49 +307,10 @@ rl_groups_add(RlGroups *groups, RlTriggerConf *conf, TupleTableSlot *slot)
 	int			g;
 	bool		found;
 
-	if (groups->rowcxt_used)
-	{
-		MemoryContextReset(groups->rowcxt);
-		groups->rowcxt_used = false;
-	}
-	probe.hash = 0;
-	for (int i = 0; i < groups->ncols; i++)
-	{
-		Datum		value = slot_getattr(slot, groups->cols[i], &nulls[i]);
-		const void *bytes;
-		Size		len;
-		uint32		hash;
-
-		if (nulls[i])
-		{
-			values[i] = (Datum) 0;
-			probe.hash = hash_combine(probe.hash, 0x9e3779b9);
-			continue;
-		}
-		if (groups->byval[i])
-			hash = murmurhash32((uint32) (value ^ (value >> 32)));
-		else
-		{
-			if (groups->typlen[i] == -1 &&
-				(VARATT_IS_EXTERNAL(DatumGetPointer(value)) ||
-				 VARATT_IS_COMPRESSED(DatumGetPointer(value))))
-			{
-				MemoryContext old = MemoryContextSwitchTo(groups->rowcxt);
-
-				value = PointerGetDatum(PG_DETOAST_DATUM_PACKED(value));
-				MemoryContextSwitchTo(old);
-				groups->rowcxt_used = true;
-			}
-			bytes = rl_value_bytes(groups, &value, i, &len);
-			hash = hash_bytes(bytes, (int) len);
-		}
-		values[i] = value;
-		probe.hash = hash_combine(probe.hash, hash);
-	}
+	probe.hash = hash;
 	probe.first = values[0];
 	probe.firstnull = nulls[0];
 	probe.group = -1;
-
 	entry = rl_rows_insert(groups->byvalue, probe, &found);
 	if (!found)
 	{
@@ -365,9 +355,112 @@ rl_groups_add(RlGroups *groups, RlTriggerConf *conf, TupleTableSlot *slot)
 	}
 	g = entry->key.group;
 	/* Each cost is at most the limit, and we stop past it: no overflow. */
-	groups->costs[g] += rl_trigger_cost(conf, slot);
+	groups->costs[g] += cost;
 	if (groups->costs[g] > conf->limiter.limit)
 		rl_group_too_big(conf, groups->order[g]);
+}
+
+/* The hash of a single by-value key. */
+static inline uint32
+rl_byval_hash(Datum value, bool isnull)
+{
+	if (isnull)
+		return hash_combine(0, 0x9e3779b9);
+	return hash_combine(0, murmurhash32((uint32) (value ^ (value >> 32))));
+}
+
+/*
+ * Counts the rows held back (single by-value keys only).  Run in a tight
+ * loop, the hash probes of many rows overlap their cache misses, where
+ * one probe per row, between the INSERT's own work, waits for each.
+ */
+static void
+rl_groups_fold(RlGroups *groups, RlTriggerConf *conf)
+{
+	int			n = groups->nheld;
+
+	groups->nheld = 0;
+	for (int i = 0; i < n; i++)
+	{
+		groups->probe_values[0] = groups->held_values[i];
+		groups->probe_nulls[0] = groups->held_nulls[i];
+		rl_groups_count(groups, conf,
+						rl_byval_hash(groups->held_values[i], groups->held_nulls[i]),
+						groups->held_costs[i]);
+	}
+}
+
+/*
+ * Adds one row's cost to its key's group.  tuple is the row as a heap
+ * tuple, or NULL to read it from the slot.  A single by-value key is only
+ * held back here, and counted with the next RL_HELD_ROWS - 1 rows.
+ */
+void
+rl_groups_add(RlGroups *groups, RlTriggerConf *conf, TupleTableSlot *slot,
+			  HeapTuple tuple)
+{
+	Datum	   *values = groups->probe_values;
+	bool	   *nulls = groups->probe_nulls;
+	int64		cost = 1;
+	uint32		hash = 0;
+
+	if (conf->costcol != 0)
+	{
+		bool		isnull;
+		Datum		value = rl_row_value(slot, tuple, conf->costcol, &isnull);
+
+		cost = rl_trigger_cost_value(conf, value, isnull);
+	}
+
+	if (groups->one_byval)
+	{
+		int			i = groups->nheld;
+
+		groups->held_values[i] = rl_row_value(slot, tuple, groups->cols[0],
+											  &groups->held_nulls[i]);
+		groups->held_costs[i] = cost;
+		if (++groups->nheld == RL_HELD_ROWS)
+			rl_groups_fold(groups, conf);
+		return;
+	}
+
+	if (groups->rowcxt_used)
+	{
+		MemoryContextReset(groups->rowcxt);
+		groups->rowcxt_used = false;
+	}
+	for (int i = 0; i < groups->ncols; i++)
+	{
+		Datum		value = rl_row_value(slot, tuple, groups->cols[i], &nulls[i]);
+		const void *bytes;
+		Size		len;
+
+		if (nulls[i])
+		{
+			values[i] = (Datum) 0;
+			hash = hash_combine(hash, 0x9e3779b9);
+			continue;
+		}
+		if (groups->byval[i])
+			hash = hash_combine(hash, murmurhash32((uint32) (value ^ (value >> 32))));
+		else
+		{
+			if (groups->typlen[i] == -1 &&
+				(VARATT_IS_EXTERNAL(DatumGetPointer(value)) ||
+				 VARATT_IS_COMPRESSED(DatumGetPointer(value))))
+			{
+				MemoryContext old = MemoryContextSwitchTo(groups->rowcxt);
+
+				value = PointerGetDatum(PG_DETOAST_DATUM_PACKED(value));
+				MemoryContextSwitchTo(old);
+				groups->rowcxt_used = true;
+			}
+			bytes = rl_value_bytes(groups, &value, i, &len);
+			hash = hash_combine(hash, hash_bytes(bytes, (int) len));
+		}
+		values[i] = value;
+	}
+	rl_groups_count(groups, conf, hash, cost);
 }
 
 /*
@@ -380,9 +473,12 @@ rl_groups_finish(RlGroups *groups, RlTriggerConf *conf, int *ngroups)
 	HTAB	   *bykey;
 	HASHCTL		ctl;
 	RlGroup   **merged;
+	StringInfoData key;
 	int			m = 0;
-	MemoryContext old = MemoryContextSwitchTo(groups->cxt);
+	MemoryContext old;
 
+	rl_groups_fold(groups, conf);
+	old = MemoryContextSwitchTo(groups->cxt);
 	ctl.keysize = sizeof(char *);
 	ctl.entrysize = sizeof(RlGroup);
 	ctl.hash = rl_group_hash;
@@ -391,20 +487,21 @@ rl_groups_finish(RlGroups *groups, RlTriggerConf *conf, int *ngroups)
 	bykey = hash_create("ratelimit statement keys", Max(groups->n, 16), &ctl,
 						HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
 	merged = palloc(sizeof(RlGroup *) * Max(groups->n, 1));
+	initStringInfo(&key);
 	for (int i = 0; i < groups->n; i++)
 	{
 		RlGroup    *from = groups->order[i];
 		RlGroup    *group;
-		StringInfoData key;
 		bool		found;
 
 		from->cost = groups->costs[i];
-		initStringInfo(&key);
 		rl_trigger_key_values(conf, from->values, from->nulls, &key, NULL);
 		group = hash_search(bykey, &key.data, HASH_ENTER, &found);
 		if (!found)
 		{
-			group->key = key.data;
+			/* The entry's key pointed at the buffer: point it at a copy. */
+			group->key = pstrdup(key.data);
+			group->hashkey = group->key;
 			group->values = from->values;
 			group->nulls = from->nulls;
 			group->cost = 0;

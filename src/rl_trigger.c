@@ -298,7 +298,8 @@ rl_trigger_key_values(RlTriggerConf *conf, const Datum *values,
 					  const bool *nulls, StringInfo key, StringInfo desc)
 {
 	resetStringInfo(key);
-	appendStringInfo(key, "%s:", conf->table);
+	appendStringInfoString(key, conf->table);
+	appendStringInfoChar(key, ':');
 	if (desc)
 	{
 		resetStringInfo(desc);
@@ -319,7 +320,8 @@ rl_trigger_key_values(RlTriggerConf *conf, const Datum *values,
 			if (desc)
 				appendStringInfoString(desc, ", ");
 		}
-		appendStringInfo(key, "%s=", conf->colnames[i]);
+		appendStringInfoString(key, conf->colnames[i]);
+		appendStringInfoChar(key, '=');
 		if (nulls[i])
 		{
 			appendStringInfoString(key, "NULL");
@@ -358,11 +360,19 @@ rl_trigger_cost(RlTriggerConf *conf, TupleTableSlot *slot)
 {
 	bool		isnull;
 	Datum		value;
-	int64		cost;
 
 	if (conf->costcol == 0)
 		return 1;
 	value = slot_getattr(slot, conf->costcol, &isnull);
+	return rl_trigger_cost_value(conf, value, isnull);
+}
+
+/* The same, from the cost column's value already read. */
+int64
+rl_trigger_cost_value(RlTriggerConf *conf, Datum value, bool isnull)
+{
+	int64		cost;
+
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

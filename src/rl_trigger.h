@@ -59,6 +59,8 @@ extern void rl_trigger_key_values(RlTriggerConf *conf, const Datum *values,
 								  const bool *nulls, StringInfo key,
 								  StringInfo desc);
 extern int64 rl_trigger_cost(RlTriggerConf *conf, TupleTableSlot *slot);
+extern int64 rl_trigger_cost_value(RlTriggerConf *conf, Datum value,
+								   bool isnull);
 extern char *rl_trigger_redis_key(RlTriggerConf *conf, const char *key);
 extern void rl_trigger_raise(RlTriggerConf *conf, const char *detail,
 							 const char *hint,
@@ -70,7 +72,7 @@ extern RlGroups *rl_groups_create(RlTriggerConf *conf, TupleDesc tupdesc,
 								  MemoryContext parent);
 extern MemoryContext rl_groups_context(RlGroups *groups);
 extern void rl_groups_add(RlGroups *groups, RlTriggerConf *conf,
-						  TupleTableSlot *slot);
+						  TupleTableSlot *slot, HeapTuple tuple);
 extern RlGroup **rl_groups_finish(RlGroups *groups, RlTriggerConf *conf,
 								  int *ngroups);
 extern char *rl_group_desc(RlTriggerConf *conf, RlGroup *group);

@@ -305,7 +305,8 @@ rl_count_row(FunctionCallInfo fcinfo, TriggerData *trigdata,
 		state->generation = rl_generation;
 	}
 	rl_groups_add(state->pending->groups, conf,
-				  update ? trigdata->tg_newslot : trigdata->tg_trigslot);
+				  update ? trigdata->tg_newslot : trigdata->tg_trigslot,
+				  update ? trigdata->tg_newtuple : trigdata->tg_trigtuple);
 	return PointerGetDatum(update ? trigdata->tg_newtuple :
 						   trigdata->tg_trigtuple);
 }
@@ -328,7 +329,7 @@ rl_read_transition(RlTriggerConf *conf, TriggerData *trigdata)
 	while (tuplestore_gettupleslot(rows, true, false, slot))
 	{
 		CHECK_FOR_INTERRUPTS();
-		rl_groups_add(groups, conf, slot);
+		rl_groups_add(groups, conf, slot, NULL);
 	}
 	tuplestore_select_read_pointer(rows, 0);
 	ExecDropSingleTupleTableSlot(slot);
