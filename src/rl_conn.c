@@ -220,10 +220,13 @@ static void
 rl_flush_wal_while_waiting(void)
 {
 	XLogRecPtr	upto = XactLastRecEnd;
+	XLogRecPtr	flushed;
 
 	if (upto == InvalidXLogRecPtr || synchronous_commit <= SYNCHRONOUS_COMMIT_OFF)
 		return;
-	if (upto - GetFlushRecPtr(NULL) < (uint64) Max(WalWriterFlushAfter, 1) * XLOG_BLCKSZ)
+	flushed = GetFlushRecPtr(NULL);
+	if (upto <= flushed ||
+		upto - flushed < (uint64) Max(WalWriterFlushAfter, 1) * XLOG_BLCKSZ)
 		return;
 	XLogFlush(upto);
 }

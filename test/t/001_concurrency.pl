@@ -2,8 +2,9 @@
 #
 # Exact counts under concurrency: many sessions hammering one key never
 # get more than the limit, each "remaining" value is handed out once,
-# independent keys do not disturb each other, and the sliding log counts
-# calls that share a microsecond.  pgbench drives the sessions; every
+# independent keys do not disturb each other, the sliding log counts
+# calls that share a microsecond, and the statement trigger charges
+# exactly the rows it lets through.  pgbench drives the sessions; every
 # answer is recorded in an UNLOGGED table and checked against Redis.
 
 use strict;
@@ -221,6 +222,55 @@ for my $run ('pinned', 'redis_time')
 	my @keys = sort split /\n/,
 	  $redis->cli('--scan', '--pattern', "rl:{$dboid:shared}:*");
 	is(scalar(@keys), 6, 'same key, six algorithms: six Redis keys');
+}
+
+# 5. The statement trigger under 16 sessions, in both forms: statements
+# of 1 to 5 rows for one author (about 1440 rows), limit 1000 rows a day.  A refused
+# statement is caught in a PL/pgSQL block (a rolled-back subtransaction)
+# and charges nothing; an admitted one charges exactly its rows.
+$node->safe_psql(
+	'postgres', q{
+	CREATE TABLE tx_pair (author int, n int);
+	CREATE TRIGGER c BEFORE INSERT ON tx_pair FOR EACH ROW
+		EXECUTE FUNCTION rl_throttle_statement('author', 'fixed_window', '1000', '1 day');
+	CREATE TRIGGER s AFTER INSERT ON tx_pair FOR EACH STATEMENT
+		EXECUTE FUNCTION rl_throttle_statement('author', 'fixed_window', '1000', '1 day');
+	CREATE TABLE tx_transition (author int, n int);
+	CREATE TRIGGER s AFTER INSERT ON tx_transition REFERENCING NEW TABLE AS rl_new
+		FOR EACH STATEMENT
+		EXECUTE FUNCTION rl_throttle_statement('author', 'fixed_window', '1000', '1 day');
+	CREATE UNLOGGED TABLE shits (form text, rows int, admitted bool);
+	CREATE FUNCTION try_rows(tbl text, n int) RETURNS bool LANGUAGE plpgsql AS $$
+	BEGIN
+		EXECUTE format('INSERT INTO %I SELECT 1, g FROM generate_series(1, %s) g', tbl, n);
+		RETURN true;
+	EXCEPTION WHEN SQLSTATE 'PT429' THEN
+		RETURN false;
+	END $$;
+});
+for my $form ('pair', 'transition')
+{
+	my ($rc, $out, $err, $elapsed) = pgbench(16, 30,
+		"\\set n random(1, 5)\n"
+		  . "INSERT INTO shits SELECT '$form', :n, try_rows('tx_$form', :n);\n");
+	pgbench_clean("statement trigger, $form", $rc, $out, $err, 480);
+	my ($rows, $admitted, $refused) = split /\|/, $node->safe_psql(
+		'postgres', qq{
+		SELECT (SELECT count(*) FROM tx_$form),
+		       coalesce(sum(rows) FILTER (WHERE admitted), 0),
+		       count(*) FILTER (WHERE NOT admitted)
+		FROM shits WHERE form = '$form'});
+	my $charged = $redis->cli('HGET',
+		redis_key("public.tx_$form:author='1'", 'fixed_window') . ':86400000ms', 'n');
+	note sprintf("statement trigger %s: 480 statements in %.2f s: %d rows written, "
+		  . "%d refused statements, Redis charged %s", $form, $elapsed, $rows, $refused, $charged);
+	ok($rows >= 996 && $rows <= 1000,
+		"statement trigger $form: at most the limit written, and close to it ($rows)");
+	is($admitted, $rows, "statement trigger $form: the admitted statements wrote every row");
+	is($charged, $rows, "statement trigger $form: Redis charged exactly the rows written");
+	fact('count_checks.001', 480);
+	fact('miscounted.001',
+		($rows > 1000 ? $rows - 1000 : 0) + abs($admitted - $rows) + abs(($charged // 0) - $rows));
 }
 
 # Every key the limiter wrote carries a TTL.
