@@ -15,6 +15,10 @@
 -- algorithm works at the newest time its state has seen and reports its
 -- waits from the caller's own clock.  A call of cost 0 writes nothing.
 
+-- The globals every script uses, as locals: a local is read directly,
+-- a global is looked up by name on every use.
+local math, string, redis, tonumber = math, string, redis, tonumber
+
 -- The clock: Redis TIME, unless the caller pinned one (tests only).
 local function rl_clock(pinned)
   local p = tonumber(pinned)
