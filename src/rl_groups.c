@@ -45,6 +45,9 @@
 /* Rows of a single by-value key held back to be counted in one loop. */
 #define RL_HELD_ROWS	256
 
+/* A NULL key column's share of a row's hash. */
+#define RL_NULL_HASH	0x9e3779b9
+
 /*
  * A row's key, as the hash table sees it: the hash, the first key value
  * (so the usual single integer key compares without following a
@@ -360,13 +363,11 @@ rl_groups_count(RlGroups *groups, RlTriggerConf *conf, uint32 hash,
 		rl_group_too_big(conf, groups->order[g]);
 }
 
-/* The hash of a single by-value key. */
+/* A by-value key column's share of a row's hash. */
 static inline uint32
-rl_byval_hash(Datum value, bool isnull)
+rl_byval_hash(Datum value)
 {
-	if (isnull)
-		return hash_combine(0, 0x9e3779b9);
-	return hash_combine(0, murmurhash32((uint32) (value ^ (value >> 32))));
+	return murmurhash32((uint32) (value ^ (value >> 32)));
 }
 
 /*
@@ -385,7 +386,8 @@ rl_groups_fold(RlGroups *groups, RlTriggerConf *conf)
 		groups->probe_values[0] = groups->held_values[i];
 		groups->probe_nulls[0] = groups->held_nulls[i];
 		rl_groups_count(groups, conf,
-						rl_byval_hash(groups->held_values[i], groups->held_nulls[i]),
+						hash_combine(0, groups->held_nulls[i] ? RL_NULL_HASH :
+									 rl_byval_hash(groups->held_values[i])),
 						groups->held_costs[i]);
 	}
 }
@@ -438,11 +440,11 @@ rl_groups_add(RlGroups *groups, RlTriggerConf *conf, TupleTableSlot *slot,
 		if (nulls[i])
 		{
 			values[i] = (Datum) 0;
-			hash = hash_combine(hash, 0x9e3779b9);
+			hash = hash_combine(hash, RL_NULL_HASH);
 			continue;
 		}
 		if (groups->byval[i])
-			hash = hash_combine(hash, murmurhash32((uint32) (value ^ (value >> 32))));
+			hash = hash_combine(hash, rl_byval_hash(value));
 		else
 		{
 			if (groups->typlen[i] == -1 &&
