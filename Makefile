@@ -5,7 +5,7 @@
 # nothing under lua/ is read at run time.
 
 EXTENSION = ratelimit
-EXTVERSION = 0.1.0
+EXTVERSION = 0.2.0
 
 MODULE_big = ratelimit
 OBJS = \
@@ -22,7 +22,8 @@ OBJS = \
 	src/rl_groups.o \
 	src/rl_postgrest.o
 
-DATA = sql/ratelimit--$(EXTVERSION).sql
+DATA = sql/ratelimit--0.1.0.sql sql/ratelimit--0.1.0--0.2.0.sql \
+	sql/ratelimit--$(EXTVERSION).sql
 PGFILEDESC = "ratelimit - distributed rate limiting over Redis"
 
 PG_CPPFLAGS = -Isrc

@@ -122,7 +122,10 @@ SELECT device_id, count(*) FROM readings GROUP BY 1 ORDER BY 1;
 --
 -- 5. PostgREST: a pre-request function, its grants, and the 429
 --
-CREATE ROLE web_anon NOLOGIN;
+-- README's role web_anon goes by a name of this suite's own here, so
+-- that a run against a user's server never touches a role it did not
+-- create.
+CREATE ROLE regress_rl_web_anon NOLOGIN;
 CREATE SCHEMA api;
 CREATE FUNCTION api.pre_request() RETURNS void
 LANGUAGE plpgsql AS $$
@@ -130,14 +133,14 @@ BEGIN
     -- 10 requests per minute per user (JWT "sub"), else per client address
     PERFORM rl_postgrest_guard('gcra', 10, '1 minute');
 END $$;
-GRANT USAGE ON SCHEMA api TO web_anon;
-GRANT EXECUTE ON FUNCTION api.pre_request() TO web_anon;
-GRANT EXECUTE ON FUNCTION rl_postgrest_guard(text, bigint, interval, text) TO web_anon;
+GRANT USAGE ON SCHEMA api TO regress_rl_web_anon;
+GRANT EXECUTE ON FUNCTION api.pre_request() TO regress_rl_web_anon;
+GRANT EXECUTE ON FUNCTION rl_postgrest_guard(text, bigint, interval, text) TO regress_rl_web_anon;
 
 -- What PostgREST does for GET /items with a JWT whose sub is "alice":
 BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY;
-SET LOCAL ROLE web_anon;
-SELECT set_config('request.jwt.claims', '{"sub":"alice","role":"web_anon"}', true) IS NOT NULL AS claims,
+SET LOCAL ROLE regress_rl_web_anon;
+SELECT set_config('request.jwt.claims', '{"sub":"alice","role":"regress_rl_web_anon"}', true) IS NOT NULL AS claims,
        set_config('request.method', 'GET', true) IS NOT NULL AS method;
 SELECT api.pre_request();
 SELECT current_setting('response.headers');
@@ -150,5 +153,5 @@ DROP PROCEDURE request_report(text, bigint);
 DROP FUNCTION tenant_allow(int);
 DROP TABLE reports, tenants, plans, comments, readings;
 DROP SCHEMA api CASCADE;
-REVOKE EXECUTE ON FUNCTION rl_postgrest_guard(text, bigint, interval, text) FROM web_anon;
-DROP ROLE web_anon;
+REVOKE EXECUTE ON FUNCTION rl_postgrest_guard(text, bigint, interval, text) FROM regress_rl_web_anon;
+DROP ROLE regress_rl_web_anon;

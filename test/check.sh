@@ -36,6 +36,18 @@ RL_REGRESS_TIMEOUT=180
 RL_TAP_TIMEOUT=540
 
 RL_SUITES=()			# "name passed failed", one per suite
+# RL_ONLY="basic 005_property ...": run only the named suites (pg_regress
+# test names and TAP file names without .pl); unset runs every suite.
+RL_ONLY=${RL_ONLY:-}
+
+# True if the suite NAME is to run.
+rl_selected() {
+	[ -z "$RL_ONLY" ] && return 0
+	case " $RL_ONLY " in
+		*" $1 "*) return 0 ;;
+	esac
+	return 1
+}
 
 rl_note() {
 	echo "== $*"
@@ -117,8 +129,12 @@ rl_regress_inputdir() {
 }
 
 rl_run_regress() {
-	local tests inputdir out rc passed failed total
-	read -r -a tests <<<"$(rl_regress_list)"
+	local all tests=() t inputdir out rc passed failed total
+	read -r -a all <<<"$(rl_regress_list)"
+	for t in "${all[@]}"; do
+		rl_selected "$t" && tests+=("$t")
+	done
+	[ ${#all[@]} -gt 0 ] && [ ${#tests[@]} -eq 0 ] && return
 	if [ ${#tests[@]} -eq 0 ]; then
 		echo "no REGRESS list in the Makefile" >&2
 		RL_SUITES+=("pg_regress 0 1")
@@ -194,7 +210,8 @@ exit($aggregate->all_passed ? 0 : 1);
 rl_run_tap() {
 	local files=() f name results rc line passed failed
 	for f in "$RL_ROOT"/test/t/*.pl; do
-		[ -f "$f" ] && files+=("test/t/${f##*/}")
+		[ -f "$f" ] && rl_selected "$(basename "$f" .pl)" &&
+			files+=("test/t/${f##*/}")
 	done
 	if [ ${#files[@]} -eq 0 ]; then
 		rl_note "TAP: no test/t/*.pl, nothing to run"

@@ -1,0 +1,101 @@
+# test/t/009_upgrade.pl
+#
+# The upgrade path: a database that installed 0.1.0 and ran
+# ALTER EXTENSION ratelimit UPDATE has the same catalog as one that
+# installed the current version fresh.  Two dumps are compared:
+#   - pg_dump --schema-only, which shows the extension and any privilege
+#     that differs from the one its script set (pg_init_privs);
+#   - pg_dump --schema-only --binary-upgrade, which also writes out every
+#     member of the extension (types, functions, their privileges); the
+#     lines that pin object OIDs for pg_upgrade are left out, since two
+#     databases never share them.
+# The updated database must also work: a call goes through, and the
+# privileges 0.2.0 revoked from PUBLIC are revoked there too.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use RLRedis qw(rl_node);
+
+my $redis = RLRedis->new(name => 'r009');
+my $node = rl_node('c009', $redis);
+
+my $current = $node->safe_psql('postgres',
+	"SELECT default_version FROM pg_available_extensions WHERE name = 'ratelimit'");
+my @versions = split /\n/, $node->safe_psql('postgres',
+	"SELECT version FROM pg_available_extension_versions
+	 WHERE name = 'ratelimit' ORDER BY string_to_array(version, '.')::int[]");
+ok(scalar(@versions) >= 2, "versions installed: @versions (default $current)");
+
+$node->safe_psql('postgres', 'CREATE DATABASE fresh');
+$node->safe_psql('fresh', 'CREATE EXTENSION ratelimit');
+
+# Every older version is installed and updated along the path PostgreSQL
+# finds, step by step through the upgrade scripts.
+for my $old (grep { $_ ne $current } @versions)
+{
+	my $db = "from_$old";
+	$db =~ s/\./_/g;
+	$node->safe_psql('postgres', qq{CREATE DATABASE "$db"});
+	$node->safe_psql($db, "CREATE EXTENSION ratelimit VERSION '$old'");
+	$node->safe_psql($db, 'ALTER EXTENSION ratelimit UPDATE');
+	is($node->safe_psql($db,
+			"SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'"),
+		$current, "$old updated to $current");
+
+	for my $mode ([], ['--binary-upgrade'])
+	{
+		my $what = @$mode ? 'binary-upgrade dump' : 'schema dump';
+		my @dumps;
+		for my $d ('fresh', $db)
+		{
+			my $dump = $node->safe_psql_dump($d, @$mode);
+			push @dumps, $dump;
+		}
+		ok(length($dumps[0]) > 0, "$what of the fresh install is not empty");
+		is($dumps[1], $dumps[0], "$what: $old + UPDATE equals a fresh $current");
+	}
+
+	# Spot checks that the comparison can see what matters.
+	is($node->safe_psql($db,
+			"SELECT has_function_privilege('public',
+				'rl_allow(text, text, bigint, interval, bigint)', 'EXECUTE')"),
+		'f', "$old + UPDATE: rl_allow is not executable by PUBLIC");
+	is($node->safe_psql($db,
+			"SELECT allowed FROM rl_allow('upgrade-009', 'gcra', 5, '1 minute')"),
+		't', "$old + UPDATE: a call goes through");
+}
+
+done_testing();
+
+# pg_dump of one database as text, without the lines that differ between
+# any two databases: comments, the dump's random \\restrict key, OID and
+# LSN pins.
+package PostgreSQL::Test::Cluster;
+
+sub safe_psql_dump
+{
+	my ($self, $db, @args) = @_;
+	my $out = '';
+	my $err = '';
+	IPC::Run::run([ 'pg_dump', '--schema-only', '--no-owner', @args,
+		'-h', $self->host, '-p', $self->port, '-d', $db ],
+		'>', \$out, '2>', \$err)
+	  or die "pg_dump $db failed: $err";
+	my @keep;
+	for my $line (split /\n/, $out)
+	{
+		next if $line =~ /^--/;
+		next if $line =~ /^\\(un)?restrict /;
+		# OIDs and LSNs that pg_upgrade would carry over.
+		next if $line =~ /binary_upgrade_set_next_/;
+		next if $line =~ /pg_catalog\.set_config\('search_path'/;
+		next if $line =~ /^\s*$/;
+		push @keep, $line;
+	}
+	return join("\n", @keep) . "\n";
+}
