@@ -208,7 +208,7 @@ exit($aggregate->all_passed ? 0 : 1);
 '
 
 rl_run_tap() {
-	local files=() f name results rc line passed failed
+	local files=() f name results rc line passed failed srcdir
 	for f in "$RL_ROOT"/test/t/*.pl; do
 		[ -f "$f" ] && rl_selected "$(basename "$f" .pl)" &&
 			files+=("test/t/${f##*/}")
@@ -220,17 +220,28 @@ rl_run_tap() {
 	mkdir -p "$RL_TMP/tap"
 	[ "$(id -u)" = 0 ] && chown postgres: "$RL_TMP/tap"
 	results=$RL_TMP/tap/results
+	# The suites run as the cluster owner, from the checkout, or from a
+	# copy of its test/ when the owner cannot read the checkout (a clone
+	# under /root, mode 700).
+	srcdir=$RL_ROOT
+	if ! rl_as_owner test -r "$RL_ROOT/test/perl" -a -x "$RL_ROOT/test/perl" \
+		-a -r "$RL_ROOT/test/t" -a -x "$RL_ROOT/test/t" -a -x "$RL_ROOT"; then
+		srcdir=$RL_TMP/tap-src
+		mkdir -p "$srcdir"
+		cp -r "$RL_ROOT/test" "$srcdir/"
+		[ "$(id -u)" = 0 ] && chown -R postgres: "$srcdir"
+	fi
 
 	rl_note "TAP: ${files[*]}"
 	# The TAP suites start their own servers; RL_REDIS_PORT is not theirs.
 	# shellcheck disable=SC2046
-	(cd "$RL_ROOT" && timeout -k 10 "$RL_TAP_TIMEOUT" $(rl_owner_cmd) env \
+	(cd "$srcdir" && timeout -k 10 "$RL_TAP_TIMEOUT" $(rl_owner_cmd) env \
 		-u RL_REDIS_PORT \
 		PATH="$RL_PGBIN:$PATH" \
 		TESTDIR="$RL_TMP/tap" \
 		RL_FACTS="$RL_TMP/tap/facts" \
 		PG_REGRESS="$RL_PG_REGRESS" \
-		RL_TAP_INC="$RL_TAP_LIB:$RL_ROOT/test/perl" \
+		RL_TAP_INC="$RL_TAP_LIB:$srcdir/test/perl" \
 		perl -e "$RL_TAP_WRAPPER" "$results" "${files[@]}")
 	rc=$?
 	[ "$rc" = 124 ] && echo "TAP suites timed out after ${RL_TAP_TIMEOUT}s"

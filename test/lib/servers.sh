@@ -25,10 +25,13 @@ RL_PACKAGES="postgresql-15 postgresql-server-dev-15 libhiredis-dev redis-server
 RL_PIDS_REDIS=()
 RL_PGDATAS=()
 
-# Run a command as the cluster owner (postgres when we are root).
+# Run a command as the cluster owner (postgres when we are root).  The
+# owner may not be able to enter the directory we are in (a clone under
+# /root, mode 700), so the command runs from / then; every path handed to
+# it is absolute.
 rl_as_owner() {
 	if [ "$(id -u)" = 0 ]; then
-		runuser -u postgres -- "$@"
+		(cd / && runuser -u postgres -- "$@")
 	else
 		"$@"
 	fi
