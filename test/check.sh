@@ -147,12 +147,12 @@ rl_run_regress() {
 
 	rl_note "pg_regress: ${tests[*]}"
 	# shellcheck disable=SC2046
-	timeout -k 10 "$RL_REGRESS_TIMEOUT" $(rl_owner_cmd) "$RL_PG_REGRESS" \
+	(cd "$RL_TMP" && timeout -k 10 "$RL_REGRESS_TIMEOUT" $(rl_owner_cmd) "$RL_PG_REGRESS" \
 		--inputdir="$inputdir" --outputdir="$RL_TMP/regress" \
 		--bindir="$RL_PGBIN" --host="$RL_TMP" --port="$RL_CHECK_PG_PORT" \
 		--user=postgres --dbname=contrib_regression \
 		--encoding=UTF8 --no-locale \
-		--load-extension=ratelimit "${tests[@]}" 2>&1 | tee "$out"
+		--load-extension=ratelimit "${tests[@]}") 2>&1 | tee "$out"
 	rc=${PIPESTATUS[0]}
 
 	# "test basic ... ok  12 ms" (or "FAILED"), one line per test.
