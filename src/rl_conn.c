@@ -153,6 +153,9 @@ rl_conn_succeeded(void)
  * Waits until the socket is ready for "events" or the deadline passes;
  * false on timeout.  Interrupts are served here: a cancel or terminate
  * throws out of this loop, and the caller's PG_CATCH drops the connection.
+ * A deadline that has passed still gets one look at the socket, so that a
+ * reply which arrived meanwhile (while the WAL was flushed, say) is read
+ * rather than thrown away with the link.
  */
 static bool
 rl_wait(uint32 events, TimestampTz deadline)
@@ -169,11 +172,13 @@ rl_wait(uint32 events, TimestampTz deadline)
 		long		timeout;
 
 		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
-		if (timeout <= 0)
-			return false;
-		if (WaitEventSetWait(rl_waitset, timeout, &event, 1,
+		if (WaitEventSetWait(rl_waitset, Max(timeout, 0), &event, 1,
 							 PG_WAIT_EXTENSION) == 0)
+		{
+			if (timeout <= 0)
+				return false;
 			continue;			/* timed out: the next pass sees it */
+		}
 		if (event.events & WL_LATCH_SET)
 		{
 			ResetLatch(MyLatch);
@@ -451,15 +456,20 @@ rl_connect(char *signature)
 	rl_ctx = c;
 	rl_counters.connects++;
 
-	rl_waitset = CreateWaitEventSet(TopMemoryContext, 3);
-	AddWaitEventToSet(rl_waitset, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	AddWaitEventToSet(rl_waitset, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
-	rl_sock_pos = AddWaitEventToSet(rl_waitset, WL_SOCKET_WRITEABLE, c->fd,
-									NULL, NULL);
-	rl_sock_events = WL_SOCKET_WRITEABLE;
-
+	/*
+	 * Building the wait set can fail (it needs a descriptor of its own): the
+	 * ERROR must not leave a connection without one behind.
+	 */
 	PG_TRY();
 	{
+		rl_waitset = CreateWaitEventSet(TopMemoryContext, 3);
+		AddWaitEventToSet(rl_waitset, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch,
+						  NULL);
+		AddWaitEventToSet(rl_waitset, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET,
+						  NULL, NULL);
+		rl_sock_pos = AddWaitEventToSet(rl_waitset, WL_SOCKET_WRITEABLE, c->fd,
+										NULL, NULL);
+		rl_sock_events = WL_SOCKET_WRITEABLE;
 		connected = rl_wait(WL_SOCKET_WRITEABLE, deadline);
 	}
 	PG_CATCH();
