@@ -7,8 +7,9 @@
  * an administrator's rl_reset) can make that call pass before r has gone
  * by: other callers can only consume more.  With ratelimit.deny_cache on,
  * the backend remembers the denial and answers the same limiter, for the
- * same or a larger cost, itself until then, so a flood on a denied key
- * costs Redis one call per backend per retry period.
+ * same cost, itself until then, so a flood on a denied key costs Redis one
+ * call per backend per retry period.  (A larger cost would be denied too,
+ * but for longer than the cached wait says, so it goes to Redis.)
  *
  * The cached answer can only deny, never admit, and it expires a little
  * after Redis would have admitted again (by the reply's travel time), so
@@ -18,6 +19,10 @@
  * here is seen by every backend at once; a reset made elsewhere (another
  * server, or the keys deleted in Redis) is seen when the denial expires.
  * It is on by default.  With a pinned test clock it is never used.
+ *
+ * Waits are kept on the monotonic clock, so a step of the host's wall
+ * clock cannot lengthen a cached denial, and the cache is emptied when the
+ * Redis endpoint changes: another server's limiters are other limiters.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -36,9 +41,11 @@
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "portability/instr_time.h"
 #include "utils/timestamp.h"
 
 #include "rl_cache.h"
+#include "rl_conn.h"
 
 /* Entries at most; an overflowing cache first drops what has expired. */
 #define RL_CACHE_MAX	4096
@@ -49,10 +56,10 @@ typedef struct RlCacheEntry
 	char	   *rkey;			/* the Redis key, to rule out collisions */
 	int64		limit;
 	int64		window_us;
-	int64		cost;			/* denied for this cost or more */
+	int64		cost;			/* denied for this cost */
 	int64		remaining;
-	TimestampTz until;			/* denied until then */
-	TimestampTz reset_at;
+	int64		until;			/* denied until then (rl_cache_now) */
+	int64		reset_at;
 } RlCacheEntry;
 
 /* Shared by every backend of the server. */
@@ -64,6 +71,7 @@ typedef struct RlCacheShared
 static HTAB *rl_cache = NULL;
 static MemoryContext rl_cache_cxt = NULL;
 static uint64 rl_cache_resets = 0;	/* resets the cache has seen */
+static char *rl_cache_endpoint = NULL;	/* the endpoint its denials came from */
 static RlCacheShared *rl_cache_shared = NULL;
 static shmem_request_hook_type rl_prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type rl_prev_shmem_startup_hook = NULL;
@@ -150,6 +158,23 @@ rl_cache_create(void)
 						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 }
 
+/* Microseconds on the monotonic clock, which no wall-clock step moves. */
+static int64
+rl_cache_now(void)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	return (int64) INSTR_TIME_GET_MICROSEC(now);
+}
+
+/* Whole milliseconds from now until "at", rounded up, never negative. */
+static int64
+rl_cache_ms_until(int64 now, int64 at)
+{
+	return at <= now ? 0 : (at - now + 999) / 1000;
+}
+
 static uint64
 rl_cache_hash(const char *rkey)
 {
@@ -158,28 +183,38 @@ rl_cache_hash(const char *rkey)
 
 /*
  * Usable only with the real clock (a pinned one does not move with time).
- * Drops every cached denial once a reset has been made on this server.
+ * Drops every cached denial once a reset has been made on this server, or
+ * when the settings now name another Redis.
  */
 static bool
 rl_cache_enabled(void)
 {
 	uint64		resets;
+	const char *endpoint;
 
 	if (!rl_deny_cache || rl_test_clock_ms > 0)
 		return false;
 	resets = rl_cache_epoch();
-	if (resets != rl_cache_resets)
+	endpoint = rl_conn_endpoint();
+	if (resets != rl_cache_resets ||
+		(rl_cache_endpoint != NULL && strcmp(endpoint, rl_cache_endpoint) != 0))
 	{
 		if (rl_cache != NULL)
 			rl_cache_create();
 		rl_cache_resets = resets;
+	}
+	if (rl_cache_endpoint == NULL || strcmp(endpoint, rl_cache_endpoint) != 0)
+	{
+		if (rl_cache_endpoint != NULL)
+			pfree(rl_cache_endpoint);
+		rl_cache_endpoint = MemoryContextStrdup(TopMemoryContext, endpoint);
 	}
 	return true;
 }
 
 /*
  * Answers a call from the cache if a live denial covers it: same limiter,
- * same limit and window, a cost at least as large.
+ * same limit, window and cost.
  */
 bool
 rl_cache_lookup(const char *rkey, const RlLimiter *limiter, int64 cost,
@@ -187,7 +222,7 @@ rl_cache_lookup(const char *rkey, const RlLimiter *limiter, int64 cost,
 {
 	uint64		hash;
 	RlCacheEntry *entry;
-	TimestampTz now;
+	int64		now;
 
 	if (!rl_cache_enabled() || rl_cache == NULL)
 		return false;
@@ -195,10 +230,10 @@ rl_cache_lookup(const char *rkey, const RlLimiter *limiter, int64 cost,
 	entry = hash_search(rl_cache, &hash, HASH_FIND, NULL);
 	if (entry == NULL || strcmp(entry->rkey, rkey) != 0 ||
 		entry->limit != limiter->limit || entry->window_us != limiter->window_us ||
-		cost < entry->cost)
+		cost != entry->cost)
 		return false;
 
-	now = GetCurrentTimestamp();
+	now = rl_cache_now();
 	if (now >= entry->until)
 	{
 		pfree(entry->rkey);
@@ -208,14 +243,14 @@ rl_cache_lookup(const char *rkey, const RlLimiter *limiter, int64 cost,
 	answer->known = true;
 	answer->allowed = false;
 	answer->remaining = entry->remaining;
-	answer->retry_after_ms = TimestampDifferenceMilliseconds(now, entry->until);
-	answer->reset_after_ms = TimestampDifferenceMilliseconds(now, entry->reset_at);
+	answer->retry_after_ms = Max(1, rl_cache_ms_until(now, entry->until));
+	answer->reset_after_ms = rl_cache_ms_until(now, entry->reset_at);
 	return true;
 }
 
 /* Drops entries that have expired; all of them if none has. */
 static void
-rl_cache_make_room(TimestampTz now)
+rl_cache_make_room(int64 now)
 {
 	HASH_SEQ_STATUS status;
 	RlCacheEntry *entry;
@@ -244,12 +279,12 @@ rl_cache_remember(const char *rkey, const RlLimiter *limiter, int64 cost,
 	uint64		hash;
 	RlCacheEntry *entry;
 	bool		found;
-	TimestampTz now;
+	int64		now;
 
 	if (!answer->known || answer->allowed || !rl_cache_enabled() ||
 		epoch != rl_cache_resets)
 		return;
-	now = GetCurrentTimestamp();
+	now = rl_cache_now();
 	if (rl_cache == NULL)
 		rl_cache_create();
 	else if (hash_get_num_entries(rl_cache) >= RL_CACHE_MAX)
@@ -264,6 +299,6 @@ rl_cache_remember(const char *rkey, const RlLimiter *limiter, int64 cost,
 	entry->window_us = limiter->window_us;
 	entry->cost = cost;
 	entry->remaining = answer->remaining;
-	entry->until = TimestampTzPlusMilliseconds(now, answer->retry_after_ms);
-	entry->reset_at = TimestampTzPlusMilliseconds(now, answer->reset_after_ms);
+	entry->until = now + answer->retry_after_ms * 1000;
+	entry->reset_at = now + answer->reset_after_ms * 1000;
 }

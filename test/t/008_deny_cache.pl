@@ -6,7 +6,9 @@
 # flood costs Redis one call per backend per retry period, and the cache
 # never admits anything Redis would refuse: once the retry time has passed
 # the call goes to Redis again and is admitted.  An rl_reset in any
-# backend of the server drops every backend's cached denials.
+# backend of the server drops every backend's cached denials.  A cached
+# denial answers only the same cost, and none survives a change of the
+# Redis endpoint.
 
 use strict;
 use warnings;
@@ -16,7 +18,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
 
-use RLRedis qw(rl_node rl_session rl_run);
+use RLRedis qw(rl_node rl_session rl_run rl_wait_for);
 
 my $redis = RLRedis->new(name => 'r008');
 my $node = rl_node('c008', $redis);
@@ -116,6 +118,43 @@ rl_run($s, "INSERT INTO flood_rows SELECT 'a' FROM generate_series(1, 200)");
 is($row, 5, 'row trigger: 5 of 200 rows written');
 $calls = evalsha_calls();
 ok($calls <= 7, "row trigger: Redis saw $calls calls for 200 rows");
+
+# A larger cost than the cached denial's goes to Redis: it is denied too,
+# but for longer than the cached wait, and the answer says so.
+rl_run($s, 'SET ratelimit.deny_cache = on');
+flood($s, 'bigger', 10);
+$redis->cli('CONFIG', 'RESETSTAT');
+my ($wait1) = rl_run($s, "SELECT retry_after_ms FROM rl_allow('bigger', 'gcra', 5, '3 seconds', 1)");
+is(evalsha_calls(), 0, 'the same cost is answered from the cache');
+my ($wait3) = rl_run($s, "SELECT retry_after_ms FROM rl_allow('bigger', 'gcra', 5, '3 seconds', 3)");
+is(evalsha_calls(), 1, 'a larger cost is asked of Redis');
+ok($wait3 > $wait1 + 1000,
+	"a larger cost reports its own, longer wait ($wait3 ms against $wait1 ms for cost 1)");
+
+# Another Redis is another set of limiters: cached denials do not follow
+# a change of endpoint.
+{
+	my $second = RLRedis->new(name => 'r008b');
+	flood($s, 'moved', 10);
+	my ($denied) = rl_run($s, "SELECT allowed FROM rl_allow('moved', 'gcra', 5, '3 seconds')");
+	is($denied, 'f', 'denied, and cached, on the first Redis');
+	my $port = $second->port;
+	$node->safe_psql('postgres',
+		"ALTER SYSTEM SET ratelimit.redis_port = $port; SELECT pg_reload_conf()");
+	my $moved = rl_wait_for(sub {
+		my ($p) = rl_run($s, 'SHOW ratelimit.redis_port');
+		return $p eq $port;
+	}, 10);
+	ok(defined $moved, 'the session sees the new port');
+	my ($allowed) = rl_run($s, "SELECT allowed FROM rl_allow('moved', 'gcra', 5, '3 seconds')");
+	is($allowed, 't', 'after the endpoint changed, the call is the new Redis\'s to answer');
+	$node->safe_psql('postgres',
+		"ALTER SYSTEM RESET ratelimit.redis_port; SELECT pg_reload_conf()");
+	rl_wait_for(sub {
+		my ($p) = rl_run($s, 'SHOW ratelimit.redis_port');
+		return $p eq $redis->port;
+	}, 10);
+}
 
 # Ordinary roles cannot turn it on or off.
 my ($out, $err) = rl_run($s,
