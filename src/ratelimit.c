@@ -108,6 +108,8 @@ rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
 		int			i = slot[j];
 
 		answers[i] = got[j];
+		if (!got[j].known)
+			continue;			/* the policy's answer, counted there */
 		if (got[j].allowed)
 			rl_counters.allowed++;
 		else

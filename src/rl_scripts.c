@@ -12,7 +12,8 @@
  *
  * Replies are sorted into two classes.  Unavailable (BUSY, LOADING, OOM,
  * READONLY, NOREPLICAS, MISCONF ...) is Redis's state, answered by the
- * failure policy.
+ * failure policy, call by call: in a pipelined batch the calls Redis did
+ * run keep their answers.
  * Misuse (WRONGTYPE, NOPERM, script errors, odd replies) is an ERROR: a
  * limiter that admits everything when its keys are wrong would hide the
  * mistake.
@@ -110,25 +111,35 @@ rl_build_eval(RlCommand *cmd, RlScriptCall *call, bool by_text, char *numkeys)
 }
 
 /*
- * Looks through replies for errors.  Returns false (failure recorded) for
- * an unavailable Redis; raises an ERROR for misuse.  The replies are
- * freed in both cases.
+ * Looks through replies for errors.  A call Redis refused as unavailable
+ * (BUSY, OOM, READONLY ...) loses its reply (NULL: the caller gives it the
+ * policy's answer) and the failure is recorded once; the other calls keep
+ * theirs, since Redis applied them.  Misuse raises an ERROR, after freeing
+ * every reply.  Returns the number of replies left.
  */
-static bool
+static int
 rl_check_replies(redisReply **replies, int n)
 {
+	char		unavailable[512] = "";
+	int			left = 0;
+
 	for (int i = 0; i < n; i++)
 	{
 		char		msg[512];
 
 		if (replies[i]->type != REDIS_REPLY_ERROR)
+		{
+			left++;
 			continue;
+		}
 		strlcpy(msg, replies[i]->str, sizeof(msg));
 		if (rl_reply_unavailable(replies[i]))
 		{
-			rl_free_replies(replies, n);
-			rl_conn_failure(true, "%s", msg);
-			return false;
+			if (unavailable[0] == '\0')
+				strlcpy(unavailable, msg, sizeof(unavailable));
+			freeReplyObject(replies[i]);
+			replies[i] = NULL;
+			continue;
 		}
 		rl_free_replies(replies, n);
 		ereport(ERROR,
@@ -138,14 +149,60 @@ rl_check_replies(redisReply **replies, int n)
 				 strncmp(msg, "WRONGTYPE", 9) == 0 ?
 				 errhint("Another application wrote to a key under ratelimit.key_prefix.") : 0));
 	}
+	if (unavailable[0] != '\0')
+		rl_conn_failure(true, "%s", unavailable);
+	else
+		rl_conn_succeeded();
+	return left;
+}
+
+/*
+ * Resends as EVAL the calls whose scripts Redis no longer knows (NOSCRIPT:
+ * they did not run), in one more round trip.  False when that round trip
+ * failed; every reply is then freed.
+ */
+static bool
+rl_resend_missing(RlScriptCall *calls, int n, redisReply **replies,
+				  RlCommand *cmds, char *numkeys, TimestampTz deadline)
+{
+	redisReply **again;
+	int			missing = 0;
+	int			j = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (replies[i]->type == REDIS_REPLY_ERROR &&
+			strncmp(replies[i]->str, "NOSCRIPT", 8) == 0)
+			rl_build_eval(&cmds[missing++], &calls[i], true, numkeys + 12 * i);
+	}
+	if (missing == 0)
+		return true;
+
+	again = palloc(sizeof(redisReply *) * missing);
+	rl_counters.script_loads += missing;
+	if (!rl_conn_roundtrip(cmds, missing, again, deadline, true))
+	{
+		rl_free_replies(replies, n);
+		return false;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		if (replies[i]->type == REDIS_REPLY_ERROR &&
+			strncmp(replies[i]->str, "NOSCRIPT", 8) == 0)
+		{
+			freeReplyObject(replies[i]);
+			replies[i] = again[j++];
+		}
+	}
 	return true;
 }
 
 /*
  * Runs n script calls in one round trip (plus one more if Redis had lost
- * some scripts).  False means Redis is unavailable and the caller should
- * give the policy answer.  On success replies[] holds one array reply per
- * call, for the caller to free.
+ * some scripts).  False means Redis is unavailable for every call and the
+ * caller should give the policy answer.  Otherwise replies[] holds one
+ * array reply per call, for the caller to free, or NULL for a call Redis
+ * refused as unavailable (rl_take_answers gives it the policy answer).
  */
 bool
 rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
@@ -153,8 +210,8 @@ rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
 	RlCommand  *cmds;
 	char	   *numkeys;
 	TimestampTz deadline;
-	int			missing = 0;
 	bool		ok = false;
+	int			left = 0;
 
 	if (!rl_conn_ready())
 		return false;
@@ -168,52 +225,23 @@ rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
 	if (!rl_conn_roundtrip(cmds, n, replies, deadline, true))
 		return false;
 
-	/* Scripts Redis no longer knows did not run: send those as EVAL. */
-	for (int i = 0; i < n; i++)
+	/*
+	 * The replies are hiredis's (malloc): an ERROR from here on (a cancel,
+	 * out of memory) must free them.
+	 */
+	PG_TRY();
 	{
-		if (replies[i]->type == REDIS_REPLY_ERROR &&
-			strncmp(replies[i]->str, "NOSCRIPT", 8) == 0)
-		{
-			freeReplyObject(replies[i]);
-			replies[i] = NULL;
-			rl_build_eval(&cmds[missing], &calls[i], true, numkeys + 12 * i);
-			missing++;
-		}
+		ok = rl_resend_missing(calls, n, replies, cmds, numkeys, deadline);
+		if (ok)
+			left = rl_check_replies(replies, n);
 	}
-	if (missing > 0)
+	PG_CATCH();
 	{
-		redisReply **again = palloc(sizeof(redisReply *) * missing);
-		int			j = 0;
-
-		rl_counters.script_loads += missing;
-
-		/* The replies already read are hiredis's (malloc): free on cancel. */
-		PG_TRY();
-		{
-			ok = rl_conn_roundtrip(cmds, missing, again, deadline, true);
-		}
-		PG_CATCH();
-		{
-			rl_free_replies(replies, n);
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-		if (!ok)
-		{
-			rl_free_replies(replies, n);
-			return false;
-		}
-		for (int i = 0; i < n; i++)
-		{
-			if (replies[i] == NULL)
-				replies[i] = again[j++];
-		}
+		rl_free_replies(replies, n);
+		PG_RE_THROW();
 	}
-
-	if (!rl_check_replies(replies, n))
-		return false;
-	rl_conn_succeeded();
-	return true;
+	PG_END_TRY();
+	return ok && left > 0;
 }
 
 /* Runs one plain command (rl_reset's DEL) under the same rules. */
@@ -228,10 +256,7 @@ rl_run_command(RlCommand *cmd, redisReply **reply)
 										   rl_command_timeout);
 	if (!rl_conn_roundtrip(cmd, 1, reply, deadline, true))
 		return false;
-	if (!rl_check_replies(reply, 1))
-		return false;
-	rl_conn_succeeded();
-	return true;
+	return rl_check_replies(reply, 1) > 0;
 }
 
 /* A script's reply {allowed, remaining, retry_after_ms, reset_after_ms}. */
@@ -254,8 +279,10 @@ rl_reply_answer(redisReply *reply, RlAnswer *answer)
 }
 
 /*
- * Turns n script replies into answers and frees them; a reply of the
- * wrong shape (a foreign script under our SHA, say) is an ERROR.
+ * Turns n script replies into answers and frees them; a missing reply
+ * (Redis refused that call as unavailable) gets the policy's answer, and a
+ * reply of the wrong shape (a foreign script under our SHA, say) is an
+ * ERROR.
  */
 void
 rl_take_answers(redisReply **replies, int n, RlAnswer *answers)
@@ -263,10 +290,20 @@ rl_take_answers(redisReply **replies, int n, RlAnswer *answers)
 	bool		ok = true;
 
 	for (int i = 0; i < n && ok; i++)
-		ok = rl_reply_answer(replies[i], &answers[i]);
+	{
+		answers[i].known = false;
+		if (replies[i] != NULL)
+			ok = rl_reply_answer(replies[i], &answers[i]);
+	}
 	rl_free_replies(replies, n);
 	if (!ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 				 errmsg("unexpected reply from a rate limiter script")));
+	/* Only now, with nothing left to free: under "error" this raises. */
+	for (int i = 0; i < n; i++)
+	{
+		if (!answers[i].known)
+			rl_policy_answer(&answers[i]);
+	}
 }

@@ -114,6 +114,40 @@ $mark = fault_mark();
 }
 fault_done('OOM under noeviction', $mark);
 
+# 3a. A batch that runs into maxmemory partway: the calls Redis ran keep
+# their answers (their keys were written), only the refused ones get the
+# policy's (closed here, so a lost answer would show as a denial).
+$mark = fault_mark();
+{
+	$redis->cli('FLUSHALL');
+	my ($used) = $redis->cli('INFO', 'memory') =~ /used_memory:(\d+)/;
+	$redis->cli('CONFIG', 'SET', 'maxmemory', $used + 400_000);
+	my ($out, $err) = rl_run($s, q{
+		SET ratelimit.failure_mode = closed;
+		SELECT count(*) FILTER (WHERE remaining IS NOT NULL),
+			   count(*) FILTER (WHERE remaining IS NOT NULL AND allowed),
+			   count(*) FILTER (WHERE remaining IS NULL AND NOT allowed)
+		FROM rl_allow_many(ARRAY(SELECT 'oom-batch:' || i FROM generate_series(1, 20000) i),
+						   'fixed_window', 10, '1 hour');
+		RESET ratelimit.failure_mode;
+	});
+	my ($answered, $admitted, $policy) = split /\|/, $out;
+	my $written = $redis->cli('DBSIZE');
+	$redis->cli('CONFIG', 'SET', 'maxmemory', 0);
+	note "batch under maxmemory: $answered answered by Redis, $policy by policy, $written keys written";
+	ok($answered > 0 && $policy > 0, "the batch ran into maxmemory partway ($answered answered, $policy refused)");
+	is($admitted, $answered, 'every call Redis ran kept its answer (admitted)');
+	is($answered, $written, 'exactly the calls whose keys were written have Redis\'s answer');
+	is($answered + $policy, 20000, 'every other call got the policy\'s answer');
+	like($err, qr/OOM command not allowed/, 'the WARNING gives Redis\'s reason');
+	fact('count_checks.004', 20000);
+	fact('miscounted.004', abs($answered - $written));
+	$redis->cli('FLUSHALL');
+	usleep(250_000);
+	is((rl_run($s, call_sql('oom-after')))[0], 't|9|0', 'OOM in a batch: recovered');
+}
+fault_done('OOM partway through a batch: each call its own outcome', $mark);
+
 # 3b. Writes refused for the server's own reasons: too few replicas
 # (NOREPLICAS) and a failed snapshot (MISCONF).  Redis's state, not ours
 # to raise about: policy answer, then recovery.
