@@ -535,11 +535,13 @@ rl_connect(char *signature)
 	{
 		/*
 		 * CLIENT SETNAME and INFO only label the connection: an ACL user
-		 * with just the commands the scripts need may run neither, and
-		 * the limiter works without them.
+		 * with just the commands the scripts need may run neither, a
+		 * server may have renamed them away, and the limiter works
+		 * without them.
 		 */
 		if (i >= optional && replies[i]->type == REDIS_REPLY_ERROR &&
-			strncmp(replies[i]->str, "NOPERM", 6) == 0)
+			(strncmp(replies[i]->str, "NOPERM", 6) == 0 ||
+			 strncmp(replies[i]->str, "ERR unknown command", 19) == 0))
 			continue;
 		if (replies[i]->type == REDIS_REPLY_ERROR)
 		{
@@ -556,6 +558,23 @@ rl_connect(char *signature)
 		rl_parse_version(replies[n - 1]->str);
 	rl_free_replies(replies, n);
 
+	/*
+	 * The scripts call TIME before writing, which needs the effects
+	 * replication of Redis 5, and set several hash fields at once (Redis
+	 * 4): an older server would fail every call with a script error.
+	 */
+	if (rl_server_version[0] != '\0' && atoi(rl_server_version) < 5)
+	{
+		char		version[sizeof(rl_server_version)];
+
+		strlcpy(version, rl_server_version, sizeof(version));
+		rl_discard();
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("Redis server %s runs Redis %s, which is too old",
+						rl_conn_endpoint(), version),
+				 errhint("ratelimit needs Redis 5.0 or later.")));
+	}
 	return true;
 }
 

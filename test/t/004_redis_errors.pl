@@ -398,6 +398,30 @@ $mark = fault_mark();
 }
 fault_done('replica READONLY, then promoted and switched to with pg_reload_conf()', $mark);
 
+# 8. A server without the optional commands: INFO and CLIENT renamed
+# away.  They only label the connection, so every call is still Redis's
+# to answer, never the policy's.
+$mark = fault_mark();
+{
+	my $bare = RLRedis->new(name => 'r004bare',
+		args => [ '--rename-command', 'INFO', '', '--rename-command', 'CLIENT', '' ]);
+	my $b = rl_session($node);
+	rl_run($b, 'SET ratelimit.failure_mode = error');
+	rl_run($b, 'ALTER SYSTEM SET ratelimit.redis_port = ' . $bare->port);
+	rl_run($b, 'SELECT pg_reload_conf()');
+	usleep(300_000);
+	my ($out, $err) = rl_run($b, call_sql('bare') . '; ' . call_sql('bare'));
+	is($out, "t|9|0\nt|8|0", 'INFO and CLIENT renamed away: calls answered by Redis');
+	is($err, '', 'INFO and CLIENT renamed away: no warning, no error');
+	my ($key) = grep { /bare/ } split /\n/, ($bare->cli('KEYS', '*') // '');
+	is($bare->cli('HGET', $key, 'n'), 2, 'INFO and CLIENT renamed away: both calls counted');
+	rl_run($b, 'ALTER SYSTEM RESET ratelimit.redis_port');
+	rl_run($b, 'SELECT pg_reload_conf()');
+	$b->quit;
+	$bare->kill9;
+}
+fault_done('INFO and CLIENT renamed away (rename-command)', $mark);
+
 $s->quit;
 $node->stop;
 done_testing();
