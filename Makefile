@@ -47,4 +47,6 @@ src/rl_scripts_gen.h: $(LUA_SCRIPTS) src/gen_scripts.sh
 src/rl_scripts.o: src/rl_scripts_gen.h
 
 # PGXS tracks no header dependencies: rebuild every object when one changes.
-$(OBJS): $(wildcard src/*.h)
+# The generated header is only rl_scripts.o's (above): listed for all, it
+# would be found only by a second make, which would then rebuild everything.
+$(OBJS): $(filter-out src/rl_scripts_gen.h,$(wildcard src/*.h))

@@ -97,6 +97,19 @@ rl_installed_is_current() {
 	echo "could not install, but the installed extension is this build"
 }
 
+# README's two commands, "make && make install", must build once: an
+# install that compiles again leaves root-owned objects under sudo.
+rl_check_build() {
+	local again
+	again=$(make -C "$RL_ROOT" -n with_llvm=no install 2>/dev/null | grep -c -E '^(gcc|cc|clang) ')
+	if [ "$again" = 0 ]; then
+		RL_SUITES+=("build 1 0")
+	else
+		echo "make install would compile again ($again commands)" >&2
+		RL_SUITES+=("build 0 1")
+	fi
+}
+
 # Redis would start and then fail to bind a port that is in use, and the
 # PING loop would then talk to someone else's server.
 rl_port_free() {
@@ -380,6 +393,8 @@ main() {
 		rl_summary
 		exit 1
 	fi
+
+	rl_check_build
 
 	if ! rl_port_free "$RL_CHECK_REDIS_PORT"; then
 		echo "port $RL_CHECK_REDIS_PORT is in use; is another check running?" >&2
