@@ -5,8 +5,9 @@
 # The project's test command:  bash test/check.sh
 #
 # On a fresh Debian 12 machine, as root, it installs what is missing,
-# builds and installs the extension, starts a throwaway Redis (port 6399)
-# and PostgreSQL (port 54399) on loopback, and runs
+# builds and installs the extension, starts a throwaway Redis (the first
+# free port from 6399 on, or RL_CHECK_REDIS_PORT) and PostgreSQL (on a
+# socket in its temporary directory) on loopback, and runs
 #   1. the pg_regress suites listed in the Makefile's REGRESS, and
 #   2. the TAP suites test/t/*.pl, if any; they start their own servers.
 # A user other than root who already has the packages can run it too: it
@@ -26,8 +27,11 @@ set -u
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib/servers.sh"
 
-RL_CHECK_REDIS_PORT=6399
-RL_CHECK_PG_PORT=54399
+# Redis listens on loopback: the first free port from 6399 on, unless
+# RL_CHECK_REDIS_PORT names one.  PostgreSQL listens only on a socket in
+# its own temporary directory, so its port number never collides.
+RL_CHECK_REDIS_PORT=${RL_CHECK_REDIS_PORT:-}
+RL_CHECK_PG_PORT=${RL_CHECK_PG_PORT:-54399}
 RL_PGXS_DIR=/usr/lib/postgresql/15/lib/pgxs
 RL_PG_REGRESS=$RL_PGXS_DIR/src/test/regress/pg_regress
 RL_TAP_LIB=$RL_PGXS_DIR/src/test/perl
@@ -110,11 +114,6 @@ rl_check_build() {
 	fi
 }
 
-# Redis would start and then fail to bind a port that is in use, and the
-# PING loop would then talk to someone else's server.
-rl_port_free() {
-	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
 
 # The REGRESS list, as make sees it (falls back to the Makefile's text).
 rl_regress_list() {
@@ -396,8 +395,9 @@ main() {
 
 	rl_check_build
 
-	if ! rl_port_free "$RL_CHECK_REDIS_PORT"; then
-		echo "port $RL_CHECK_REDIS_PORT is in use; is another check running?" >&2
+	[ -n "$RL_CHECK_REDIS_PORT" ] || RL_CHECK_REDIS_PORT=$(rl_free_port 6399)
+	if [ -z "$RL_CHECK_REDIS_PORT" ] || ! rl_port_free "$RL_CHECK_REDIS_PORT"; then
+		echo "port ${RL_CHECK_REDIS_PORT:-6399} is in use; set RL_CHECK_REDIS_PORT" >&2
 		RL_SUITES+=("servers 0 1")
 		rl_summary
 		exit 1

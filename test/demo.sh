@@ -11,25 +11,29 @@
 #   2. 3000 requests from 20 concurrent sessions against a limit of 10:
 #      exactly 10 allowed, for every algorithm;
 #   3. what callers get when Redis goes away (fail open by default), and
-#      how the limiter recovers when it comes back.
+#      how the same session recovers when it comes back.
 #
 # Everything it started is stopped when it ends.
 
 set -u
 source "$(dirname "$0")/lib/servers.sh"
 
-REDIS_PORT=${RL_DEMO_REDIS_PORT:-6379}
+# Redis on the first free loopback port from 16379 on (RL_DEMO_REDIS_PORT
+# names one); PostgreSQL listens only on a socket in its own directory.
+REDIS_PORT=${RL_DEMO_REDIS_PORT:-$(rl_free_port 16379)} || exit 1
 PG_PORT=${RL_DEMO_PG_PORT:-54379}
 ALGOS="'fixed_window','sliding_log','sliding_counter','token_bucket','leaky_bucket','gcra'"
 
-say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
+# Headings in bold on a terminal, plain text into a file or a pipe.
+if [ -t 1 ]; then
+	say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
+else
+	say() { printf '\n%s\n' "$*"; }
+fi
 sql() { rl_psql demo -q -P footer=off "$@"; }
 
 say "Setting up (packages, build, throwaway servers)..."
 rl_setup || exit 1
-if redis-cli -p "$REDIS_PORT" PING >/dev/null 2>&1; then
-	REDIS_PORT=$((REDIS_PORT + 10000))
-fi
 rl_start_redis demo "$REDIS_PORT" || exit 1
 rl_start_pg demo "$PG_PORT" "$REDIS_PORT" || exit 1
 echo "Redis on 127.0.0.1:$REDIS_PORT, PostgreSQL on port $PG_PORT (socket in $RL_TMP)"
@@ -90,26 +94,40 @@ sql -c "SELECT algo AS algorithm,
 	     ORDER BY array_position(ARRAY[$ALGOS], algo)"
 
 # --- 3. Redis goes away -----------------------------------------------------
+# One session sees Redis go and come back: it waits (\! polls a file)
+# while this script restarts Redis, then shows the reconnect.
 say "3. Redis goes away: the failure policy answers at once"
 rl_stop_redis demo
-sql -c "CREATE TEMP TABLE t0 AS SELECT clock_timestamp() AS t" \
-	-c "SET client_min_messages = error" \
-	-c "SELECT 'open (default)' AS failure_mode, r.*,
-	           round(extract(epoch FROM clock_timestamp() - (SELECT t FROM t0)) * 1000, 1) AS ms
-	      FROM rl_allow('user:42', 'gcra', 100, '1 minute') r" \
-	-c "CREATE TEMP TABLE t1 AS SELECT clock_timestamp() AS t" \
-	-c "SELECT count(*) FILTER (WHERE (rl_allow('user:42', 'gcra', 100, '1 minute')).allowed)
-	             AS \"allowed of 10000 calls while down\",
-	           round(extract(epoch FROM clock_timestamp() - (SELECT t FROM t1)) * 1000000 / 10000, 1)
-	             AS \"us per call\"
-	      FROM generate_series(1, 10000)" \
-	-c "SET ratelimit.failure_mode = closed" \
-	-c "SELECT 'closed' AS failure_mode, r.* FROM rl_allow('user:42', 'gcra', 100, '1 minute') r" \
-	-c "SELECT connected, last_error, fail_open, fail_closed, failures FROM rl_status()"
-say "Redis is back: the next call after ratelimit.retry_interval (1 s) reconnects"
+down=$RL_TMP/session-saw-it-down
+back=$RL_TMP/redis-is-back
+sql -f - <<EOF &
+CREATE TEMP TABLE t0 AS SELECT clock_timestamp() AS t;
+SET client_min_messages = error;
+SELECT 'open (default)' AS failure_mode, r.*,
+       round(extract(epoch FROM clock_timestamp() - (SELECT t FROM t0)) * 1000, 1) AS ms
+  FROM rl_allow('user:42', 'gcra', 100, '1 minute') r;
+CREATE TEMP TABLE t1 AS SELECT clock_timestamp() AS t;
+SELECT count(*) FILTER (WHERE (rl_allow('user:42', 'gcra', 100, '1 minute')).allowed)
+         AS "allowed of 10000 calls while down",
+       round(extract(epoch FROM clock_timestamp() - (SELECT t FROM t1)) * 1000000 / 10000, 1)
+         AS "us per call"
+  FROM generate_series(1, 10000);
+SET ratelimit.failure_mode = closed;
+SELECT 'closed' AS failure_mode, r.* FROM rl_allow('user:42', 'gcra', 100, '1 minute') r;
+SELECT connected, last_error, fail_open, fail_closed, failures FROM rl_status();
+\! touch $down; while [ ! -f $back ]; do sleep 0.1; done
+\echo
+\echo 'Redis is back: the same session reconnects at its first call after ratelimit.retry_interval (1 s)'
+SELECT pg_sleep(1.1) IS NOT NULL AS "waited 1.1 s";
+SELECT * FROM rl_allow('user:42', 'gcra', 100, '1 minute');
+SELECT connected, server_version, connects, failures FROM rl_status();
+EOF
+session=$!
+while [ ! -f "$down" ] && kill -0 "$session" 2>/dev/null; do
+	sleep 0.1
+done
 rl_start_redis demo "$REDIS_PORT" || exit 1
-sql -c "DO \$\$BEGIN PERFORM pg_sleep(1.1); END\$\$" \
-	-c "SELECT * FROM rl_allow('user:42', 'gcra', 100, '1 minute')" \
-	-c "SELECT connected, server_version, connects FROM rl_status()"
+rl_as_owner touch "$back"
+wait "$session" || exit 1
 
 say "Done. Servers stopped."

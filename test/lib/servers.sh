@@ -10,6 +10,7 @@
 #
 # Source it, then:
 #   rl_setup                         install packages, build, install
+#   rl_free_port BASE                a free loopback port from BASE on
 #   rl_start_redis NAME PORT [ARGS]  redis-server on 127.0.0.1:PORT
 #   rl_start_pg NAME PORT REDISPORT  initdb + pg_ctl start, extension created
 #   rl_psql NAME [psql args]         psql to that cluster, as its owner
@@ -46,6 +47,25 @@ rl_tmp_init() {
 		trap rl_stop_all EXIT
 	fi
 	return 0
+}
+
+# True if nothing listens on 127.0.0.1:PORT.
+rl_port_free() {
+	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# rl_free_port BASE: the first port from BASE on (100 tried) that nothing
+# listens on, so the servers can run beside a user's own.
+rl_free_port() {
+	local port
+	for port in $(seq "$1" $(($1 + 99))); do
+		if rl_port_free "$port"; then
+			echo "$port"
+			return 0
+		fi
+	done
+	echo "no free port in $1-$(($1 + 99))" >&2
+	return 1
 }
 
 # Install missing packages (as root), then build and install the extension.
