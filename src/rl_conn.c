@@ -135,6 +135,13 @@ rl_password(char *buf, size_t size, char *why, size_t whysize)
 
 	if (path[0] == '\0')
 	{
+		if (strlen(rl_redis_password) > size - 2)
+		{
+			snprintf(why, whysize,
+					 "ratelimit.redis_password is longer than %d bytes",
+					 (int) size - 2);
+			return false;
+		}
 		strlcpy(buf, rl_redis_password, size);
 		return true;
 	}

@@ -8,9 +8,10 @@
  * caller's role, and calls the db-pre-request function, if configured,
  * before the request itself.  rl_postgrest_guard is meant to be called
  * from there.  It keys the limiter by the JWT's "sub" claim, else the
- * X-Forwarded-For address the nearest trusted proxy wrote, else the
- * client address, and on denial raises the one error form that lets
- * PostgREST set the status and the headers:
+ * X-Forwarded-For address the outermost trusted proxy wrote (the entry
+ * ratelimit.trusted_proxy_hops places from the right), else the client
+ * address, and on denial raises the one error form that lets PostgREST
+ * set the status and the headers:
  *
  *		SQLSTATE 'PGRST', MESSAGE = {"code", "message", "details", "hint"}
  *						  DETAIL  = {"status": 429, "headers": {...}}
@@ -244,9 +245,10 @@ rl_json_setting_member(const char *setting, const char *member)
  * normalized address, or NULL.  Each proxy appends the address of its
  * peer to what it received, so everything left of what the trusted
  * proxies wrote came from the client and may be anything; the entry the
- * farthest trusted proxy wrote is the caller's address.  Fewer entries
- * than hops means the request did not pass all the proxies, and the
- * left-most entry would then be the client's own text: no answer.  The
+ * outermost trusted proxy wrote is the caller's address.  Fewer entries
+ * than hops means the request did not pass all the proxies, and nothing
+ * says who wrote the left-most entry (the client itself, if it reached an
+ * inner proxy directly): no answer.  The
  * entry must be an IPv4 or IPv6 address, optionally with a port
  * ("192.0.2.1:5000", "[2001:db8::1]:443"), which is dropped along with
  * brackets and spaces; it is printed back in canonical form (an
@@ -331,7 +333,7 @@ rl_forwarded_address(const char *xff, int hops)
 
 /*
  * Who is asking: the JWT subject, else the address in X-Forwarded-For
- * that the farthest of ratelimit.trusted_proxy_hops proxies wrote, else
+ * that the outermost of ratelimit.trusted_proxy_hops proxies wrote, else
  * the address of the connection, else nobody in particular.  Each kind
  * has its own prefix, so a subject can never be taken for an address.  A
  * header that names no usable address counts as absent: such requests
