@@ -132,8 +132,8 @@ SELECT current_setting('ratelimit.redis_password') AS unset;
 SET ratelimit.redis_password = 'Settings-Secret-5521';
 SHOW ratelimit.redis_password;
 SELECT current_setting('ratelimit.redis_password') AS superuser;
-CREATE ROLE regress_rl_reader NOSUPERUSER IN ROLE pg_read_all_settings;
-SET ROLE regress_rl_reader;
+CREATE ROLE regress_rl_settings_reader NOSUPERUSER IN ROLE pg_read_all_settings;
+SET ROLE regress_rl_settings_reader;
 SHOW ratelimit.redis_password;
 SELECT current_setting('ratelimit.redis_password') AS reader,
 	   current_setting('ratelimit.redis_password', true) AS reader_missing_ok;
@@ -145,7 +145,7 @@ WHERE name = 'ratelimit.redis_password';
 SELECT name, setting, context FROM pg_settings
 WHERE name = 'ratelimit.redis_password_file';
 RESET ROLE;
-DROP ROLE regress_rl_reader;
+DROP ROLE regress_rl_settings_reader;
 RESET ratelimit.redis_password;
 SELECT count(*) AS listed FROM pg_settings
 WHERE name = 'ratelimit.redis_password';

@@ -6,7 +6,8 @@
 # NOPERM) is an ERROR 38000, never a fail-open.  Passwords never reach a
 # message, rl_status() or the server log.  A least-privilege ACL user
 # works, and a promoted replica takes over when the endpoint is switched
-# with ALTER SYSTEM + pg_reload_conf().
+# with ALTER SYSTEM + pg_reload_conf().  A password from
+# ratelimit.redis_password_file authenticates an ACL user.
 
 use strict;
 use warnings;
@@ -269,6 +270,23 @@ $mark = fault_mark();
 		my $name = $user eq 'rl_all' ? "pg:$dboid:$apid" : '';
 		like($redis->cli('CLIENT', 'LIST'), qr/ name=\Q$name\E .* user=$user /,
 			"ACL $user: Redis sees the connection as $user, named '$name'");
+		$a->quit;
+	}
+	# The least-privilege user with its password in a file.
+	{
+		my $pwfile = PostgreSQL::Test::Utils::tempdir . '/rl_min.pw';
+		open my $fh, '>', $pwfile or die "$pwfile: $!";
+		print $fh "pw-rl_min\n";
+		close $fh;
+		chmod 0600, $pwfile;
+		my $a = rl_session($node);
+		rl_run($a, "SET ratelimit.redis_username = 'rl_min'");
+		rl_run($a, "SET ratelimit.redis_password_file = '$pwfile'");
+		my ($out, $err) = rl_run($a, call_sql('acl_file'));
+		push @leaks, $err;
+		is($out, 't|9|0', 'ACL rl_min, password from redis_password_file: served');
+		like($redis->cli('CLIENT', 'LIST'), qr/ user=rl_min /,
+			'ACL rl_min from the file: Redis sees the connection as rl_min');
 		$a->quit;
 	}
 	for my $case ([ 'rl_notime', qr/can't run this command/ ],
