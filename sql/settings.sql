@@ -45,6 +45,7 @@ INSERT INTO rl_settings VALUES
 	('ratelimit.redis_db', '1'),
 	('ratelimit.redis_username', 'someone'),
 	('ratelimit.redis_password', 'secret'),
+	('ratelimit.redis_password_file', '/tmp/redis.pw'),
 	('ratelimit.connect_timeout', '1'),
 	('ratelimit.command_timeout', '1'),
 	('ratelimit.failure_mode', 'open'),
@@ -52,10 +53,11 @@ INSERT INTO rl_settings VALUES
 	('ratelimit.key_prefix', 'other:'),
 	('ratelimit.isolate_databases', 'off'),
 	('ratelimit.deny_cache', 'off'),
+	('ratelimit.trusted_proxy_hops', '3'),
 	('ratelimit.test_clock_ms', '1');
 GRANT SELECT ON rl_settings TO PUBLIC;
 
--- The list is complete: 12 settings in pg_settings, all superuser-only,
+-- The list is complete: 15 settings in pg_settings, all superuser-only,
 -- plus the password, which is never listed.
 SELECT count(*) AS listed,
 	   count(*) FILTER (WHERE context = 'superuser') AS superuser_only,
@@ -122,9 +124,29 @@ REVOKE EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint),
 	rl_peek(text, text, bigint, interval) FROM regress_rl_plain;
 DROP ROLE regress_rl_plain;
 
--- The superuser may read the password (empty here) but pg_settings still
--- does not list it.
-SELECT current_setting('ratelimit.redis_password') = '' AS empty;
+-- The password is shown masked, to every role that may read it at all:
+-- '' when none is set, '********' when one is.  A member of
+-- pg_read_all_settings (pg_monitor) may read superuser-only settings, so
+-- without the mask it would read the password.
+SELECT current_setting('ratelimit.redis_password') AS unset;
+SET ratelimit.redis_password = 'Settings-Secret-5521';
+SHOW ratelimit.redis_password;
+SELECT current_setting('ratelimit.redis_password') AS superuser;
+CREATE ROLE regress_rl_settings_reader NOSUPERUSER IN ROLE pg_read_all_settings;
+SET ROLE regress_rl_settings_reader;
+SHOW ratelimit.redis_password;
+SELECT current_setting('ratelimit.redis_password') AS reader,
+	   current_setting('ratelimit.redis_password', true) AS reader_missing_ok;
+SELECT count(*) AS listed FROM pg_settings
+WHERE name = 'ratelimit.redis_password';
+SELECT count(*) AS listed FROM pg_show_all_settings()
+WHERE name = 'ratelimit.redis_password';
+-- The path of the password file is no secret: it is listed.
+SELECT name, setting, context FROM pg_settings
+WHERE name = 'ratelimit.redis_password_file';
+RESET ROLE;
+DROP ROLE regress_rl_settings_reader;
+RESET ratelimit.redis_password;
 SELECT count(*) AS listed FROM pg_settings
 WHERE name = 'ratelimit.redis_password';
 SET ratelimit.typo = 1;
@@ -146,6 +168,8 @@ FROM unnest(ARRAY[
 	'ratelimit.key_prefix = ''a{b''',
 	'ratelimit.key_prefix = ''}''',
 	'ratelimit.key_prefix = ''' || repeat('p', 65) || '''',
+	'ratelimit.trusted_proxy_hops = -1',
+	'ratelimit.trusted_proxy_hops = 17',
 	'ratelimit.test_clock_ms = -1',
 	'ratelimit.test_clock_ms = 1e16']) v;
 SET ratelimit.key_prefix = 'rl{';

@@ -41,6 +41,7 @@ typedef enum RlAlgorithm
 #define RL_MAX_LOG_LIMIT	INT64CONST(100000)
 #define RL_MIN_WINDOW_US	INT64CONST(1000)
 #define RL_MAX_WINDOW_US	(INT64CONST(366) * USECS_PER_DAY)
+#define RL_MAX_PROXY_HOPS	16
 
 /* ratelimit.failure_mode */
 typedef enum RlFailureMode
@@ -75,12 +76,14 @@ extern char *rl_redis_socket;
 extern int	rl_redis_db;
 extern char *rl_redis_username;
 extern char *rl_redis_password;
+extern char *rl_redis_password_file;
 extern int	rl_connect_timeout;
 extern int	rl_command_timeout;
 extern int	rl_failure_mode;
 extern int	rl_retry_interval;
 extern char *rl_key_prefix;
 extern bool rl_isolate_databases;
+extern int	rl_trusted_proxy_hops;
 extern double rl_test_clock_ms;
 extern void rl_define_settings(void);
 

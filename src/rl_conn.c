@@ -25,10 +25,13 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/walwriter.h"
@@ -42,6 +45,9 @@
 
 /* Time between two WARNINGs about an unavailable Redis, per backend. */
 #define RL_WARNING_INTERVAL_MS	60000
+
+/* Longest password accepted from ratelimit.redis_password_file. */
+#define RL_MAX_PASSWORD_BYTES	1024
 
 static redisContext *rl_ctx = NULL;
 static WaitEventSet *rl_waitset = NULL;
@@ -93,14 +99,105 @@ rl_at_exit(int code, Datum arg)
 /*
  * The settings that name the endpoint and its credentials, as one string:
  * a call whose settings differ from the connection's reconnects, which is
- * how SET and pg_reload_conf() take effect on the next call.
+ * how SET and pg_reload_conf() take effect on the next call.  The
+ * password enters only as a hash, so no call copies it; the password
+ * file by its path (it is read at each connection).
  */
 static char *
 rl_signature(void)
 {
-	return psprintf("%s\n%d\n%s\n%d\n%s\n%s", rl_redis_host, rl_redis_port,
-					rl_redis_socket, rl_redis_db, rl_redis_username,
-					rl_redis_password);
+	uint64		pw_hash;
+
+	pw_hash = hash_bytes_extended((const unsigned char *) rl_redis_password,
+								  strlen(rl_redis_password), 0);
+	return psprintf("%s\n%d\n%s\n%d\n%s\n%s\n" UINT64_FORMAT,
+					rl_redis_host, rl_redis_port, rl_redis_socket, rl_redis_db,
+					rl_redis_username, rl_redis_password_file, pw_hash);
+}
+
+/*
+ * The password to send, into buf: the first line of redis_password_file
+ * when that is set (it then wins over redis_password), else
+ * redis_password.  The file is read afresh at each connection, so a new
+ * password needs no reload; it is refused unless only its owner may read
+ * it, as libpq refuses a .pgpass that group or others can read.  False,
+ * with the reason in "why", when the file cannot be used; no reason ever
+ * quotes the file's content.
+ */
+static bool
+rl_password(char *buf, size_t size, char *why, size_t whysize)
+{
+	const char *path = rl_redis_password_file;
+	struct stat st;
+	int			fd;
+	ssize_t		n;
+	size_t		len;
+
+	if (path[0] == '\0')
+	{
+		if (strlen(rl_redis_password) > size - 2)
+		{
+			snprintf(why, whysize,
+					 "ratelimit.redis_password is longer than %d bytes",
+					 (int) size - 2);
+			return false;
+		}
+		strlcpy(buf, rl_redis_password, size);
+		return true;
+	}
+
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+	{
+		snprintf(why, whysize,
+				 "could not open ratelimit.redis_password_file \"%s\": %s",
+				 path, strerror(errno));
+		return false;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+	{
+		snprintf(why, whysize,
+				 "ratelimit.redis_password_file \"%s\" is not a regular file",
+				 path);
+		CloseTransientFile(fd);
+		return false;
+	}
+	if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+	{
+		snprintf(why, whysize,
+				 "ratelimit.redis_password_file \"%s\" has group or world access (mode %04o); it must be u=rw (0600) or less",
+				 path, (unsigned int) (st.st_mode & 07777));
+		CloseTransientFile(fd);
+		return false;
+	}
+	n = read(fd, buf, size - 1);
+	CloseTransientFile(fd);
+	if (n < 0)
+	{
+		snprintf(why, whysize,
+				 "could not read ratelimit.redis_password_file \"%s\": %s",
+				 path, strerror(errno));
+		return false;
+	}
+	buf[n] = '\0';
+	len = strcspn(buf, "\r\n");
+	if (len == (size_t) n && n == (ssize_t) size - 1)
+	{
+		explicit_bzero(buf, size);
+		snprintf(why, whysize,
+				 "the first line of ratelimit.redis_password_file \"%s\" is longer than %d bytes",
+				 path, (int) size - 2);
+		return false;
+	}
+	explicit_bzero(buf + len, size - len);
+	if (len == 0)
+	{
+		snprintf(why, whysize,
+				 "the first line of ratelimit.redis_password_file \"%s\" is empty",
+				 path);
+		return false;
+	}
+	return true;
 }
 
 /*
@@ -418,6 +515,9 @@ rl_connect(char *signature)
 	socklen_t	errlen = sizeof(err);
 	char		db[16];
 	char		name[64];
+	char		password[RL_MAX_PASSWORD_BYTES + 2];
+	char		why[256];
+	bool		ok;
 
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   rl_connect_timeout);
@@ -433,8 +533,15 @@ rl_connect(char *signature)
 		rl_exit_registered = true;
 	}
 
+	if (!rl_password(password, sizeof(password), why, sizeof(why)))
+	{
+		rl_conn_failure(false, "%s", why);
+		return false;
+	}
+
 	if (!AcquireExternalFD())
 	{
+		explicit_bzero(password, sizeof(password));
 		rl_conn_failure(false, "could not connect to Redis: too many open files");
 		return false;
 	}
@@ -450,6 +557,7 @@ rl_connect(char *signature)
 		if (c != NULL)
 			redisFree(c);
 		ReleaseExternalFD();
+		explicit_bzero(password, sizeof(password));
 		rl_conn_failure(false, "could not connect to Redis: %s", msg);
 		return false;
 	}
@@ -474,31 +582,34 @@ rl_connect(char *signature)
 	}
 	PG_CATCH();
 	{
+		explicit_bzero(password, sizeof(password));
 		rl_discard();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 	if (!connected)
 	{
+		explicit_bzero(password, sizeof(password));
 		rl_conn_failure(false, "timed out connecting to Redis");
 		return false;
 	}
 	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &errlen) != 0 || err != 0)
 	{
+		explicit_bzero(password, sizeof(password));
 		rl_conn_failure(false, "could not connect to Redis: %s",
 						strerror(err != 0 ? err : errno));
 		return false;
 	}
 
 	/* The handshake, one round trip. */
-	if (rl_redis_password[0] != '\0')
+	if (password[0] != '\0')
 	{
 		int			k = 0;
 
 		argv[n][k++] = "AUTH";
 		if (rl_redis_username[0] != '\0')
 			argv[n][k++] = rl_redis_username;
-		argv[n][k++] = rl_redis_password;
+		argv[n][k++] = password;
 		cmds[n].argc = k;
 		n++;
 	}
@@ -529,7 +640,16 @@ rl_connect(char *signature)
 		cmds[i].argvlen = argvlen[i];
 	}
 
-	if (!rl_conn_roundtrip(cmds, n, replies, deadline, false))
+	PG_TRY();
+	{
+		ok = rl_conn_roundtrip(cmds, n, replies, deadline, false);
+	}
+	PG_FINALLY();
+	{
+		explicit_bzero(password, sizeof(password));
+	}
+	PG_END_TRY();
+	if (!ok)
 		return false;
 	for (int i = 0; i < n; i++)
 	{

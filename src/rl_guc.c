@@ -6,8 +6,9 @@
  * Every setting is PGC_SUSET: a role that could repoint Redis, shorten a
  * timeout or switch the failure mode could force a fail-open answer and
  * walk past its limits, and one that could change the key prefix could
- * spend another tenant's quota.  The password is also hidden from
- * ordinary roles.
+ * spend another tenant's quota.  The password is masked for every role
+ * (see rl_show_password); ratelimit.redis_password_file keeps it out of
+ * the settings altogether.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -31,12 +32,14 @@ char	   *rl_redis_socket = NULL;
 int			rl_redis_db = 0;
 char	   *rl_redis_username = NULL;
 char	   *rl_redis_password = NULL;
+char	   *rl_redis_password_file = NULL;
 int			rl_connect_timeout = 1000;
 int			rl_command_timeout = 500;
 int			rl_failure_mode = RL_FAIL_OPEN;
 int			rl_retry_interval = 1000;
 char	   *rl_key_prefix = NULL;
 bool		rl_isolate_databases = true;
+int			rl_trusted_proxy_hops = 1;
 double		rl_test_clock_ms = 0;
 
 static const struct config_enum_entry rl_failure_mode_options[] = {
@@ -64,6 +67,19 @@ rl_check_key_prefix(char **newval, void **extra, GucSource source)
 		return false;
 	}
 	return true;
+}
+
+/*
+ * SHOW, current_setting() and every other view of the password go through
+ * here: members of pg_read_all_settings may read superuser-only settings,
+ * so the value itself is never shown, to anyone.  Whether one is set
+ * still shows.  (Parallel workers get the real value by another path.)
+ */
+static const char *
+rl_show_password(void)
+{
+	return (rl_redis_password != NULL && rl_redis_password[0] != '\0') ?
+		"********" : "";
 }
 
 /*
@@ -133,12 +149,23 @@ rl_define_settings(void)
 							   NULL);
 
 	DefineCustomStringVariable("ratelimit.redis_password",
-							   "Redis password.",
-							   NULL,
+							   "Redis password; redis_password_file is the safer way to give it.",
+							   "Shown masked.  PostgreSQL logs its new value when a reload changes it.",
 							   &rl_redis_password,
 							   "",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   NULL,
+							   NULL,
+							   rl_show_password);
+
+	DefineCustomStringVariable("ratelimit.redis_password_file",
+							   "File whose first line is the Redis password; read at each connection.",
+							   "It must not be readable by group or others.  When set, redis_password is not used.",
+							   &rl_redis_password_file,
+							   "",
+							   PGC_SUSET,
+							   0,
 							   NULL,
 							   NULL,
 							   NULL);
@@ -215,6 +242,19 @@ rl_define_settings(void)
 							 NULL,
 							 NULL,
 							 NULL);
+
+	DefineCustomIntVariable("ratelimit.trusted_proxy_hops",
+							"Number of trusted proxies in front of PostgREST that append to X-Forwarded-For.",
+							"rl_postgrest_guard keys an anonymous caller by the entry that many places from the right; 0 ignores the header.",
+							&rl_trusted_proxy_hops,
+							1,
+							0,
+							RL_MAX_PROXY_HOPS,
+							PGC_SUSET,
+							0,
+							NULL,
+							NULL,
+							NULL);
 
 	DefineCustomBoolVariable("ratelimit.deny_cache",
 							 "Answers a denied limiter locally until its retry time has passed.",

@@ -8,9 +8,10 @@
  * caller's role, and calls the db-pre-request function, if configured,
  * before the request itself.  rl_postgrest_guard is meant to be called
  * from there.  It keys the limiter by the JWT's "sub" claim, else the
- * first X-Forwarded-For address, else the client address, and on denial
- * raises the one error form that lets PostgREST set the status and the
- * headers:
+ * X-Forwarded-For address the outermost trusted proxy wrote (the entry
+ * ratelimit.trusted_proxy_hops places from the right), else the client
+ * address, and on denial raises the one error form that lets PostgREST
+ * set the status and the headers:
  *
  *		SQLSTATE 'PGRST', MESSAGE = {"code", "message", "details", "hint"}
  *						  DETAIL  = {"status": 429, "headers": {...}}
@@ -29,6 +30,9 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
@@ -237,34 +241,122 @@ rl_json_setting_member(const char *setting, const char *member)
 }
 
 /*
- * Who is asking: the JWT subject, else the first X-Forwarded-For address
- * (the client as the first proxy saw it), else the address of the
- * connection, else nobody in particular.  Each kind has its own prefix,
- * so a subject can never be taken for an address.
+ * The entry of an X-Forwarded-For list "hops" places from the right, as a
+ * normalized address, or NULL.  Each proxy appends the address of its
+ * peer to what it received, so everything left of what the trusted
+ * proxies wrote came from the client and may be anything; the entry the
+ * outermost trusted proxy wrote is the caller's address.  Fewer entries
+ * than hops means the request did not pass all the proxies, and nothing
+ * says who wrote the left-most entry (the client itself, if it reached an
+ * inner proxy directly): no answer.  The
+ * entry must be an IPv4 or IPv6 address, optionally with a port
+ * ("192.0.2.1:5000", "[2001:db8::1]:443"), which is dropped along with
+ * brackets and spaces; it is printed back in canonical form (an
+ * IPv4-mapped IPv6 address as IPv4), so one caller is one limiter however
+ * a proxy spells it, and no arbitrary text ever becomes a key.
+ */
+static char *
+rl_forwarded_address(const char *xff, int hops)
+{
+	const char *end;
+	const char *start;
+	char		entry[64];
+	size_t		len;
+	unsigned char bin[sizeof(struct in6_addr)];
+	char		out[INET6_ADDRSTRLEN];
+
+	if (hops <= 0)
+		return NULL;
+
+	/* Walk back over hops - 1 commas: [start, end) is the entry. */
+	end = xff + strlen(xff);
+	for (;;)
+	{
+		start = end;
+		while (start > xff && start[-1] != ',')
+			start--;
+		if (--hops == 0)
+			break;
+		if (start == xff)
+			return NULL;		/* fewer entries than trusted hops */
+		end = start - 1;
+	}
+
+	while (start < end && (*start == ' ' || *start == '\t'))
+		start++;
+	while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	len = end - start;
+	if (len == 0 || len >= sizeof(entry))
+		return NULL;
+	memcpy(entry, start, len);
+	entry[len] = '\0';
+
+	if (entry[0] == '[')
+	{
+		/* [v6] or [v6]:port */
+		char	   *close = strchr(entry, ']');
+
+		if (close == NULL ||
+			(close[1] != '\0' &&
+			 (close[1] != ':' || close[2] == '\0' ||
+			  strspn(close + 2, "0123456789") != strlen(close + 2))))
+			return NULL;
+		*close = '\0';
+		if (inet_pton(AF_INET6, entry + 1, bin) != 1)
+			return NULL;
+	}
+	else if (inet_pton(AF_INET6, entry, bin) != 1)
+	{
+		/* v4 or v4:port */
+		char	   *colon = strchr(entry, ':');
+
+		if (colon != NULL)
+		{
+			if (colon[1] == '\0' ||
+				strspn(colon + 1, "0123456789") != strlen(colon + 1))
+				return NULL;
+			*colon = '\0';
+		}
+		if (inet_pton(AF_INET, entry, bin) != 1)
+			return NULL;
+		inet_ntop(AF_INET, bin, out, sizeof(out));
+		return pstrdup(out);
+	}
+
+	if (IN6_IS_ADDR_V4MAPPED((struct in6_addr *) bin))
+		inet_ntop(AF_INET, bin + 12, out, sizeof(out));
+	else
+		inet_ntop(AF_INET6, bin, out, sizeof(out));
+	return pstrdup(out);
+}
+
+/*
+ * Who is asking: the JWT subject, else the address in X-Forwarded-For
+ * that the outermost of ratelimit.trusted_proxy_hops proxies wrote, else
+ * the address of the connection, else nobody in particular.  Each kind
+ * has its own prefix, so a subject can never be taken for an address.  A
+ * header that names no usable address counts as absent: such requests
+ * share the connection's limiter, which is safe, rather than get one of
+ * their own choosing.
  */
 static char *
 rl_request_identity(void)
 {
 	char	   *sub = rl_json_setting_member("request.jwt.claims", "sub");
-	char	   *xff;
 
 	if (sub != NULL && sub[0] != '\0')
 		return psprintf("sub:%s", sub);
 
-	xff = rl_json_setting_member("request.headers", "x-forwarded-for");
-	if (xff != NULL)
+	if (rl_trusted_proxy_hops > 0)
 	{
-		size_t		len = strcspn(xff, ",");
+		char	   *xff = rl_json_setting_member("request.headers",
+												 "x-forwarded-for");
+		char	   *addr = xff != NULL ?
+			rl_forwarded_address(xff, rl_trusted_proxy_hops) : NULL;
 
-		while (len > 0 && (xff[len - 1] == ' ' || xff[len - 1] == '\t'))
-			len--;
-		while (len > 0 && (*xff == ' ' || *xff == '\t'))
-		{
-			xff++;
-			len--;
-		}
-		if (len > 0)
-			return psprintf("ip:%.*s", (int) len, xff);
+		if (addr != NULL)
+			return psprintf("ip:%s", addr);
 	}
 
 	/* inet_client_addr(): NULL over a Unix socket. */

@@ -14,6 +14,16 @@
 #     function: SET, set_config, DO, RESET, a function's SET clause, ALTER
 #     ROLE / DATABASE / SYSTEM, connection options.  The password never
 #     shows in CLIENT LIST or rl_status().
+#   - A monitoring role (pg_monitor, pg_read_all_settings), which may read
+#     superuser-only settings, sees the password masked by every route:
+#     SHOW, current_setting(), pg_settings, pg_show_all_settings(),
+#     pg_file_settings, pg_read_file, rl_status().
+#   - ratelimit.redis_password_file: the password read from a file only
+#     the server's OS user can read authenticates (and wins over
+#     redis_password); a reload that switches files reconnects running
+#     sessions; a file group or others can read, a missing file and a wrong
+#     password are refused with a message naming the setting and never the
+#     secret; no file secret reaches the server log.
 #   - Those guarantees need the library preloaded (a later load leaves
 #     its settings as placeholders until then: readable, and reset by a
 #     role's connection options), so without shared_preload_libraries
@@ -269,6 +279,8 @@ my %try = (
 	'ratelimit.redis_db' => '7',
 	'ratelimit.redis_username' => 'evil',
 	'ratelimit.redis_password' => 'evil',
+	'ratelimit.redis_password_file' => '/tmp/evil.pw',
+	'ratelimit.trusted_proxy_hops' => '16',
 	'ratelimit.connect_timeout' => '1',
 	'ratelimit.command_timeout' => '1',
 	'ratelimit.failure_mode' => 'open',
@@ -450,6 +462,58 @@ sub changed_after
 		  . scalar(@seen) . ' outputs)');
 }
 
+# 6c'. A monitoring role.  Members of pg_read_all_settings (pg_monitor
+# is one) may read superuser-only settings, so 0.1.0 showed them the
+# password with SHOW and current_setting(); it is now masked for every
+# role.  The role is also granted rl_status(), as a monitoring role may be.
+$node->safe_psql('postgres',
+	'CREATE ROLE monitor LOGIN IN ROLE pg_monitor, pg_read_all_settings');
+$node->safe_psql('a', q{
+	GRANT EXECUTE ON FUNCTION rl_status() TO monitor;
+	-- shown(sql): the first column of the first row, or the SQLSTATE.
+	CREATE FUNCTION shown(sql text) RETURNS text LANGUAGE plpgsql AS $$
+	DECLARE
+		v text;
+	BEGIN
+		EXECUTE sql INTO v;
+		RETURN coalesce(v, '<null>');
+	EXCEPTION WHEN OTHERS THEN
+		RETURN SQLSTATE;
+	END
+	$$;
+});
+my $monitor_reads = q{
+	SELECT 'show', shown('SHOW ratelimit.redis_password');
+	SELECT 'current_setting', shown($$SELECT current_setting('ratelimit.redis_password')$$);
+	SELECT 'missing_ok', shown($$SELECT current_setting('ratelimit.redis_password', true)$$);
+	SELECT 'pg_settings', count(*) FROM pg_settings WHERE name = 'ratelimit.redis_password';
+	SELECT 'pg_show_all_settings', count(*) FROM pg_show_all_settings() WHERE name = 'ratelimit.redis_password';
+	SELECT 'pg_file_settings', shown($$SELECT string_agg(name || '=' || setting, ',') FROM pg_file_settings$$);
+	SELECT 'auto.conf', shown($$SELECT pg_read_file('postgresql.auto.conf')$$);
+	SELECT 'auto.conf path', shown(format('SELECT pg_read_file(%L)',
+		current_setting('data_directory') || '/postgresql.auto.conf'));
+	SELECT 'rl_status', shown('SELECT string_agg(s::text, '','') FROM rl_status() s');
+	SHOW ALL;
+	SELECT * FROM pg_settings WHERE name LIKE 'ratelimit.%';
+};
+{
+	my ($out, $err) = sql('a', $monitor_reads, 'monitor');
+	push @seen, $out, $err;
+	my %r = map { split /\|/, $_, 2 } grep { /^[a-z_. ]+\|/ } split /\n/, $out;
+	is($r{show}, '********', 'pg_monitor: SHOW shows the password masked');
+	is($r{current_setting}, '********', 'pg_monitor: current_setting() masked');
+	is($r{missing_ok}, '********', 'pg_monitor: current_setting(missing_ok) masked');
+	is($r{pg_settings}, '0', 'pg_monitor: not in pg_settings');
+	is($r{pg_show_all_settings}, '0', 'pg_monitor: not in pg_show_all_settings()');
+	is($r{pg_file_settings}, '42501', 'pg_monitor: pg_file_settings refused');
+	is($r{'auto.conf'}, '42501', 'pg_monitor: postgresql.auto.conf not readable');
+	is($r{'auto.conf path'}, '42501',
+		'pg_monitor: postgresql.auto.conf not readable by its full path');
+	like($r{rl_status} // '', qr/^\(/, 'pg_monitor: rl_status() granted and shown');
+	unlike($out . $err, qr/\Q$secret\E/,
+		'pg_monitor: the password is in nothing the role was shown');
+}
+
 # 6d. In a fresh session, before any rl_ call: the password is already
 # the superuser-only setting, since the postmaster loaded the library.
 {
@@ -496,6 +560,131 @@ sub changed_after
 		'not preloaded: connection options cannot turn the limiter open');
 	$node->append_conf('postgresql.conf', "shared_preload_libraries = 'ratelimit'\n");
 	$node->restart;
+}
+
+# 7. The password from a file.  redis_password still holds the old
+# secret, which Redis no longer accepts: the file wins.  The files are
+# the server OS user's (the tests run as it), mode 0600.
+{
+	my $dir = PostgreSQL::Test::Utils::tempdir;
+	my ($s2, $s3, $bad) =
+	  ('File-Secret-3319', 'File-Secret-Next-8842', 'File-Wrong-6650');
+	my ($pw1, $pw2) = ("$dir/redis1.pw", "$dir/redis2.pw");
+	my @leaks;
+
+	my $write_pw = sub {
+		my ($path, $text, $mode) = @_;
+		open my $fh, '>', $path or die "$path: $!";
+		print $fh $text;
+		close $fh;
+		chmod $mode, $path;
+	};
+	my $served = sub {
+		my ($user) = @_;
+		my ($out, $err) = sql('a',
+			"SELECT allowed FROM rl_peek('plain', 'gcra', 5, '1 hour')", $user);
+		push @leaks, $out, $err;
+		return ($out, $err);
+	};
+	my $switch = sub {
+		my ($path) = @_;
+		$node->safe_psql('postgres', qq{
+			SET log_statement = 'none';
+			LOAD 'ratelimit';
+			ALTER SYSTEM SET ratelimit.redis_password_file = '$path';
+			SELECT pg_reload_conf();
+		});
+		sleep 1;
+	};
+
+	# A session connected with the old password, kept across the switch.
+	my $su = $node->background_psql('a', on_error_stop => 0);
+	like($su->query_safe("SELECT * FROM rl_allow('su7', 'gcra', 5, '1 hour')"),
+		qr/^t\|4\|/, 'before the file: a running session is served');
+
+	$write_pw->($pw1, "$s2\n", 0600);
+	$redis->cmd('CONFIG', 'SET', 'requirepass', $s2);
+	$redis->cmd('AUTH', $s2);
+	$redis->set_auth('-a', $s2);
+	$switch->($pw1);
+	is(($served->('plain'))[0], 't',
+		'password file: a new session authenticates with the file (it wins over redis_password)');
+	like($su->query_safe("SELECT * FROM rl_allow('su7', 'gcra', 5, '1 hour')"),
+		qr/^t\|3\|/,
+		'password file: the running session reconnected with it after the reload');
+
+	# A reload that changes the password by switching files.
+	$write_pw->($pw2, "$s3\r\nsecond line ignored\n", 0600);
+	$redis->cmd('CONFIG', 'SET', 'requirepass', $s3);
+	$redis->cmd('AUTH', $s3);
+	$redis->set_auth('-a', $s3);
+	$switch->($pw2);
+	like($su->query_safe("SELECT * FROM rl_allow('su7', 'gcra', 5, '1 hour')"),
+		qr/^t\|2\|/, 'new file: the running session is served with the new password');
+	is(($served->('plain'))[0], 't', 'new file: a new session is served');
+	push @leaks, $redis->cmd('CLIENT', 'LIST');
+
+	# The monitoring role cannot read the file, nor the password.
+	my ($out, $err) = sql('a', qq{
+		SELECT 'pw file', shown(format('SELECT pg_read_file(%L)', '$pw2'));
+		SELECT 'pw file setting', current_setting('ratelimit.redis_password_file');
+		$monitor_reads}, 'monitor');
+	push @leaks, $out, $err;
+	my %r = map { split /\|/, $_, 2 } grep { /^[a-z_. ]+\|/ } split /\n/, $out;
+	is($r{'pw file'}, '42501', 'pg_monitor: the password file is not readable');
+	is($r{'pw file setting'}, $pw2, 'pg_monitor: the path of the file is shown');
+	is($r{show}, '********', 'pg_monitor: redis_password still masked');
+
+	# Refused files, and a wrong password: the policy answers (closed), the
+	# WARNING and last_error name the setting, never a secret.
+	my @refusals = (
+		[ 'group-readable', sub { chmod 0640, $pw2 }, sub { chmod 0600, $pw2 },
+			qr/ratelimit\.redis_password_file "\Q$pw2\E" has group or world access \(mode 0640\)/ ],
+		[ 'world-readable', sub { chmod 0604, $pw2 }, sub { chmod 0600, $pw2 },
+			qr/has group or world access \(mode 0604\)/ ],
+		[ 'missing', sub { rename $pw2, "$pw2.away" }, sub { rename "$pw2.away", $pw2 },
+			qr/could not open ratelimit\.redis_password_file "\Q$pw2\E": No such file/ ],
+		[ 'empty', sub { $write_pw->($pw2, "\n", 0600) }, sub { $write_pw->($pw2, "$s3\n", 0600) },
+			qr/the first line of ratelimit\.redis_password_file "\Q$pw2\E" is empty/ ],
+		[ 'wrong password', sub { $write_pw->($pw2, "$bad\n", 0600) },
+			sub { $write_pw->($pw2, "$s3\n", 0600) }, qr/WRONGPASS/ ]);
+	for my $case (@refusals)
+	{
+		my ($what, $break, $mend, $reason) = @$case;
+		$break->();
+		my ($o, $e) = sql('a', qq{
+			\\set VERBOSITY verbose
+			SELECT 'call', allowed FROM rl_peek('su7', 'gcra', 5, '1 hour');
+			SELECT 'last_error', last_error FROM rl_status();});
+		$mend->();
+		push @leaks, $o, $e;
+		like($o, qr/^call\|f$/m, "$what file: the failure policy answers (closed)");
+		like($e, qr/WARNING:  08006: Redis server \S+ is unavailable/,
+			"$what file: a WARNING");
+		like($o, qr/^last_error\|.*$reason/m, "$what file: last_error says why");
+	}
+	is(($served->('plain'))[0], 't', 'file mended: served again');
+	$su->quit;
+
+	my $all = join("\n", map { $_ // '' } @leaks);
+	unlike($all, qr/\Q$s2\E|\Q$s3\E|\Q$bad\E/,
+		'no file password in any output, message or CLIENT LIST');
+
+	# The server log: no file password at all.  The one line with the old
+	# redis_password secret is PostgreSQL's own, logged when the reload of
+	# section 6 set it; README says so and points to the file.
+	my $log = slurp_file($node->logfile);
+	unlike($log, qr/\Q$s2\E|\Q$s3\E|\Q$bad\E/, 'no file password in the server log');
+	like($log, qr/parameter "ratelimit\.redis_password_file" changed to "\Q$pw2\E"/,
+		'the log names only the path of the file on reload');
+	my @secret_lines = grep { /\Q$secret\E/ } split /\n/, $log;
+	is(scalar(grep { !/LOG:  parameter "ratelimit\.redis_password" changed to / } @secret_lines),
+		0, 'redis_password appears in the log only in PostgreSQL\'s own reload line');
+
+	$node->safe_psql('postgres', q{
+		ALTER SYSTEM RESET ratelimit.redis_password_file;
+		SELECT pg_reload_conf();
+	});
 }
 
 $node->safe_psql('postgres', q{
