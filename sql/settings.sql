@@ -171,7 +171,9 @@ FROM unnest(ARRAY[
 	'ratelimit.trusted_proxy_hops = -1',
 	'ratelimit.trusted_proxy_hops = 17',
 	'ratelimit.test_clock_ms = -1',
-	'ratelimit.test_clock_ms = 1e16']) v;
+	'ratelimit.test_clock_ms = 1e16',
+	'ratelimit.redis_socket = ''redis.sock''',
+	'ratelimit.test_clock_ms = 9007199254741']) v;
 SET ratelimit.key_prefix = 'rl{';
 \echo :LAST_ERROR_SQLSTATE
 SET ratelimit.failure_mode = 'maybe';

@@ -41,6 +41,12 @@ typedef enum RlAlgorithm
 #define RL_MAX_LOG_LIMIT	INT64CONST(100000)
 #define RL_MIN_WINDOW_US	INT64CONST(1000)
 #define RL_MAX_WINDOW_US	(INT64CONST(366) * USECS_PER_DAY)
+/*
+ * The scripts keep times in microseconds as Lua doubles, exact below 2^53
+ * (about 9.007e15 us): a pinned clock plus the longest window must stay
+ * below that.  8e12 ms is in the year 2223.
+ */
+#define RL_MAX_TEST_CLOCK_MS	8e12
 #define RL_MAX_PROXY_HOPS	16
 
 /* ratelimit.failure_mode */

@@ -201,19 +201,43 @@ rl_password(char *buf, size_t size, char *why, size_t whysize)
 }
 
 /*
- * Records a failure: Redis is unavailable for this call and no attempt is
- * made for retry_interval.  The WARNING is rate-limited; rl_status() keeps
- * the full count.  "keep" leaves an in-sync connection open (BUSY, OOM ...).
+ * What the failure policy does with calls while Redis cannot be used, for
+ * the WARNING: an operator reading the log must know whether calls are
+ * being let through.
  */
-void
-rl_conn_failure(bool keep, const char *fmt,...)
+static const char *
+rl_policy_words(void)
 {
-	va_list		args;
+	switch (rl_failure_mode)
+	{
+		case RL_FAIL_OPEN:
+			return "calls are let through (ratelimit.failure_mode is \"open\")";
+		case RL_FAIL_CLOSED:
+			return "calls are denied (ratelimit.failure_mode is \"closed\")";
+		default:
+			return "calls raise an error (ratelimit.failure_mode is \"error\")";
+	}
+}
+
+/*
+ * Records a failure: Redis cannot be used for this call and no attempt is
+ * made for retry_interval.  "setting" is NULL for an outage (Redis down,
+ * stalled, busy) and names the setting to fix for a configuration error
+ * (a wrong password, database or socket path), which no waiting cures:
+ * the WARNING says so, and rl_status().last_error starts with
+ * "misconfigured".  The WARNING is rate-limited; rl_status() keeps the
+ * full count.  "keep" leaves an in-sync connection open (BUSY, OOM ...).
+ */
+static void
+rl_record_failure(bool keep, const char *setting, const char *what)
+{
 	TimestampTz now = GetCurrentTimestamp();
 
-	va_start(args, fmt);
-	vsnprintf(rl_last_error, sizeof(rl_last_error), fmt, args);
-	va_end(args);
+	if (setting != NULL)
+		snprintf(rl_last_error, sizeof(rl_last_error),
+				 "misconfigured (%s): %s", setting, what);
+	else
+		strlcpy(rl_last_error, what, sizeof(rl_last_error));
 	rl_last_error_at = now;
 	rl_counters.failures++;
 	rl_retry_at = TimestampTzPlusMilliseconds(now, rl_retry_interval);
@@ -223,18 +247,106 @@ rl_conn_failure(bool keep, const char *fmt,...)
 	if (rl_last_warning == 0 ||
 		TimestampDifferenceExceeds(rl_last_warning, now, RL_WARNING_INTERVAL_MS))
 	{
-		ereport(WARNING,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("Redis server %s is unavailable", rl_conn_endpoint()),
-				 errdetail_internal("%s", rl_last_error),
-				 rl_unwarned > 0 ?
-				 errhint("%lld further failures were not reported; see rl_status().",
-						 (long long) rl_unwarned) : 0));
+		if (setting != NULL)
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("ratelimit cannot use Redis server %s: check %s; %s",
+							rl_conn_endpoint(), setting, rl_policy_words()),
+					 errdetail_internal("%s", rl_last_error),
+					 rl_unwarned > 0 ?
+					 errhint("%lld further failures were not reported; see rl_status().",
+							 (long long) rl_unwarned) : 0));
+		else
+			ereport(WARNING,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("Redis server %s is unavailable; %s",
+							rl_conn_endpoint(), rl_policy_words()),
+					 errdetail_internal("%s", rl_last_error),
+					 rl_unwarned > 0 ?
+					 errhint("%lld further failures were not reported; see rl_status().",
+							 (long long) rl_unwarned) : 0));
 		rl_last_warning = now;
 		rl_unwarned = 0;
 	}
 	else
 		rl_unwarned++;
+}
+
+/* An outage: Redis is down, stalled or cannot serve now. */
+void
+rl_conn_failure(bool keep, const char *fmt,...)
+{
+	va_list		args;
+	char		what[sizeof(rl_last_error)];
+
+	va_start(args, fmt);
+	vsnprintf(what, sizeof(what), fmt, args);
+	va_end(args);
+	rl_record_failure(keep, NULL, what);
+}
+
+/*
+ * A configuration error: the settings named (e.g. "ratelimit.redis_db")
+ * are wrong.  The connection is dropped, so that the next attempt, after
+ * retry_interval, starts over with whatever the settings are then.
+ */
+void
+rl_conn_misconfigured(const char *setting, const char *fmt,...)
+{
+	va_list		args;
+	char		what[sizeof(rl_last_error)];
+
+	va_start(args, fmt);
+	vsnprintf(what, sizeof(what), fmt, args);
+	va_end(args);
+	rl_record_failure(false, setting, what);
+}
+
+/*
+ * The setting a refusal from Redis points at, or NULL when it is Redis's
+ * state rather than ours (LOADING, max clients ...).
+ */
+const char *
+rl_reply_setting(const char *reply)
+{
+	if (strncmp(reply, "WRONGPASS", 9) == 0 ||
+		strncmp(reply, "ERR invalid password", 20) == 0 ||
+		strncmp(reply, "ERR AUTH", 8) == 0 ||
+		strncmp(reply, "ERR Client sent AUTH", 20) == 0)
+		return rl_redis_password_file[0] != '\0' ?
+			"ratelimit.redis_password_file and ratelimit.redis_username" :
+			"ratelimit.redis_password and ratelimit.redis_username";
+	if (strncmp(reply, "NOAUTH", 6) == 0)
+		return rl_redis_password_file[0] != '\0' ?
+			"ratelimit.redis_password_file" : "ratelimit.redis_password";
+	if (strncmp(reply, "ERR DB index is out of range", 28) == 0 ||
+		strncmp(reply, "ERR invalid DB index", 20) == 0)
+		return "ratelimit.redis_db";
+	return NULL;
+}
+
+/*
+ * The setting a failed connect points at: a socket path that is not there
+ * or may not be opened, or a host name that does not resolve.  A refused
+ * connection is an outage (nothing listens there now).
+ */
+static const char *
+rl_connect_setting(const char *errstr)
+{
+	if (rl_redis_socket[0] != '\0')
+	{
+		if (strstr(errstr, "No such file") != NULL ||
+			strstr(errstr, "Permission denied") != NULL ||
+			strstr(errstr, "Not a directory") != NULL)
+			return "ratelimit.redis_socket";
+		return NULL;
+	}
+	if (strstr(errstr, "Name or service not known") != NULL ||
+		strstr(errstr, "not known") != NULL ||
+		strstr(errstr, "No address associated") != NULL ||
+		strstr(errstr, "Temporary failure in name resolution") != NULL)
+		return "ratelimit.redis_host";
+	return NULL;
 }
 
 /* A successful round trip ends a run of failures. */
@@ -535,7 +647,7 @@ rl_connect(char *signature)
 
 	if (!rl_password(password, sizeof(password), why, sizeof(why)))
 	{
-		rl_conn_failure(false, "%s", why);
+		rl_conn_misconfigured("ratelimit.redis_password_file", "%s", why);
 		return false;
 	}
 
@@ -558,7 +670,11 @@ rl_connect(char *signature)
 			redisFree(c);
 		ReleaseExternalFD();
 		explicit_bzero(password, sizeof(password));
-		rl_conn_failure(false, "could not connect to Redis: %s", msg);
+		if (rl_connect_setting(msg) != NULL)
+			rl_conn_misconfigured(rl_connect_setting(msg),
+								  "could not connect to Redis: %s", msg);
+		else
+			rl_conn_failure(false, "could not connect to Redis: %s", msg);
 		return false;
 	}
 	rl_ctx = c;
@@ -665,12 +781,20 @@ rl_connect(char *signature)
 			continue;
 		if (replies[i]->type == REDIS_REPLY_ERROR)
 		{
-			/* AUTH, max clients, LOADING ...: the server refused us. */
+			/*
+			 * A wrong password or database is ours to fix; max clients,
+			 * LOADING ... are the server's state.
+			 */
 			char		msg[200];
+			const char *setting;
 
 			strlcpy(msg, replies[i]->str, sizeof(msg));
 			rl_free_replies(replies, n);
-			rl_conn_failure(false, "Redis refused the connection: %s", msg);
+			setting = rl_reply_setting(msg);
+			if (setting != NULL)
+				rl_conn_misconfigured(setting, "Redis refused the connection: %s", msg);
+			else
+				rl_conn_failure(false, "Redis refused the connection: %s", msg);
 			return false;
 		}
 	}

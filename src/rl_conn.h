@@ -31,6 +31,8 @@ extern bool rl_conn_ready(void);
 extern bool rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
 							  TimestampTz deadline, bool flush_wal);
 extern void rl_conn_failure(bool keep, const char *fmt,...) pg_attribute_printf(2, 3);
+extern void rl_conn_misconfigured(const char *setting, const char *fmt,...) pg_attribute_printf(2, 3);
+extern const char *rl_reply_setting(const char *reply);
 extern void rl_conn_succeeded(void);
 extern void rl_policy_answer(RlAnswer *answer);
 extern void rl_free_replies(redisReply **replies, int n);

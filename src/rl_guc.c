@@ -70,6 +70,22 @@ rl_check_key_prefix(char **newval, void **extra, GucSource source)
 }
 
 /*
+ * The socket path is opened by every backend, whose working directory is
+ * the data directory: a relative path would mean something else to a
+ * reader of the configuration, so it is refused when set.
+ */
+static bool
+rl_check_socket(char **newval, void **extra, GucSource source)
+{
+	if ((*newval)[0] != '\0' && (*newval)[0] != '/')
+	{
+		GUC_check_errdetail("The Redis socket must be given as an absolute path.");
+		return false;
+	}
+	return true;
+}
+
+/*
  * SHOW, current_setting() and every other view of the password go through
  * here: members of pg_read_all_settings may read superuser-only settings,
  * so the value itself is never shown, to anyone.  Whether one is set
@@ -120,7 +136,7 @@ rl_define_settings(void)
 							   "",
 							   PGC_SUSET,
 							   0,
-							   NULL,
+							   rl_check_socket,
 							   NULL,
 							   NULL);
 
@@ -273,7 +289,7 @@ rl_define_settings(void)
 							 &rl_test_clock_ms,
 							 0,
 							 0,
-							 1e15,
+							 RL_MAX_TEST_CLOCK_MS,
 							 PGC_SUSET,
 							 0,
 							 NULL,

@@ -121,6 +121,7 @@ static int
 rl_check_replies(redisReply **replies, int n)
 {
 	char		unavailable[512] = "";
+	const char *setting = NULL;
 	int			left = 0;
 
 	for (int i = 0; i < n; i++)
@@ -136,7 +137,10 @@ rl_check_replies(redisReply **replies, int n)
 		if (rl_reply_unavailable(replies[i]))
 		{
 			if (unavailable[0] == '\0')
+			{
 				strlcpy(unavailable, msg, sizeof(unavailable));
+				setting = rl_reply_setting(msg);
+			}
 			freeReplyObject(replies[i]);
 			replies[i] = NULL;
 			continue;
@@ -149,7 +153,13 @@ rl_check_replies(redisReply **replies, int n)
 				 strncmp(msg, "WRONGTYPE", 9) == 0 ?
 				 errhint("Another application wrote to a key under ratelimit.key_prefix.") : 0));
 	}
-	if (unavailable[0] != '\0')
+	/*
+	 * NOAUTH or WRONGPASS on a live link (the server's password changed):
+	 * drop it, so that the next attempt authenticates with the settings.
+	 */
+	if (setting != NULL)
+		rl_conn_misconfigured(setting, "%s", unavailable);
+	else if (unavailable[0] != '\0')
 		rl_conn_failure(true, "%s", unavailable);
 	else
 		rl_conn_succeeded();

@@ -232,16 +232,19 @@ $mark = fault_mark();
 	rl_run($w, "SET ratelimit.redis_password = '$wrong'");
 	my ($out, $err) = rl_run($w, call_sql('pw'));
 	is($out, 't||0', 'WRONGPASS: fail-open answer');
-	like($err, qr/WARNING:  08006: Redis server \S+ is unavailable/, 'WRONGPASS: WARNING');
+	like($err, qr/WARNING:  F0000: ratelimit cannot use Redis server \S+: check ratelimit\.redis_password and ratelimit\.redis_username; calls are let through \(ratelimit\.failure_mode is "open"\)/,
+		'WRONGPASS: a WARNING naming the settings to fix and what is done with calls');
 	my $st = status($w);
-	like($st->{last_error}, qr/WRONGPASS/, "WRONGPASS: last_error ($st->{last_error})");
+	like($st->{last_error}, qr/^misconfigured \(ratelimit\.redis_password.*WRONGPASS/,
+		"WRONGPASS: last_error says it is a configuration error ($st->{last_error})");
 	push @leaks, $err, $st->{last_error};
 
 	my $n = rl_session($node);
 	($out, $err) = rl_run($n, call_sql('pw'));
 	is($out, 't||0', 'NOAUTH: fail-open answer');
 	$st = status($n);
-	like($st->{last_error}, qr/NOAUTH/, "NOAUTH: last_error ($st->{last_error})");
+	like($st->{last_error}, qr/^misconfigured \(ratelimit\.redis_password\): .*NOAUTH/,
+		"NOAUTH: last_error says it is a configuration error ($st->{last_error})");
 	push @leaks, $err, $st->{last_error};
 
 	# The right password through the configuration file.
@@ -417,6 +420,41 @@ $mark = fault_mark();
 	fact('miscounted.004', abs(($replica->cli('HGET', $key, 'n') // 0) - 11));
 }
 fault_done('replica READONLY, then promoted and switched to with pg_reload_conf()', $mark);
+
+# 7b. Configuration errors other than the password: a database Redis does
+# not have, a socket path that is not there.  Each is told apart from an
+# outage (an outage's WARNING is 08006 "is unavailable") and names the
+# setting.
+$mark = fault_mark();
+{
+	my $m = rl_session($node);
+	my @cases = (
+		[ 'redis_db out of range', 'SET ratelimit.redis_db = 99', 'ratelimit\.redis_db',
+			qr/DB index is out of range/ ],
+		[ 'socket path missing', q{SET ratelimit.redis_socket = '/nonexistent/redis.sock'},
+			'ratelimit\.redis_socket', qr/No such file/ ]);
+	for my $case (@cases)
+	{
+		my ($what, $set, $setting, $why) = @$case;
+		rl_run($m, 'RESET ratelimit.redis_db; RESET ratelimit.redis_socket');
+		is((rl_run($m, call_sql("conf-$what")))[0], 't|9|0', "$what: first, a working call");
+		rl_run($m, $set);
+		my ($out, $err) = rl_run($m, call_sql("conf-$what"));
+		is($out, 't||0', "$what: the policy answers (open)");
+		like($err, qr/WARNING:  F0000: ratelimit cannot use Redis server \S+: check $setting; calls are let through/,
+			"$what: the WARNING names $setting and says calls are let through");
+		like(status($m)->{last_error}, qr/^misconfigured \($setting\): .*$why/,
+			"$what: last_error tells a configuration error from an outage");
+	}
+	rl_run($m, 'RESET ratelimit.redis_db; RESET ratelimit.redis_socket');
+	usleep(250_000);
+	is((rl_run($m, call_sql('conf-after')))[0], 't|9|0', 'settings mended: answered by Redis');
+	my ($out, $err) = rl_run($m, q{SET ratelimit.redis_socket = 'redis.sock'});
+	like($err, qr/22023: invalid value for parameter "ratelimit.redis_socket"/,
+		'a relative socket path is refused when set');
+	$m->quit;
+}
+fault_done('configuration errors: redis_db out of range, socket path missing', $mark);
 
 # 8. A server without the optional commands: INFO and CLIENT renamed
 # away.  They only label the connection, so every call is still Redis's

@@ -659,9 +659,10 @@ my $monitor_reads = q{
 		$mend->();
 		push @leaks, $o, $e;
 		like($o, qr/^call\|f$/m, "$what file: the failure policy answers (closed)");
-		like($e, qr/WARNING:  08006: Redis server \S+ is unavailable/,
-			"$what file: a WARNING");
-		like($o, qr/^last_error\|.*$reason/m, "$what file: last_error says why");
+		like($e, qr/WARNING:  F0000: ratelimit cannot use Redis server \S+: check ratelimit\.redis_password_file\b.*; calls are denied/,
+			"$what file: a WARNING naming the setting and what is done with calls");
+		like($o, qr/^last_error\|misconfigured \(ratelimit\.redis_password_file\b.*$reason/m,
+			"$what file: last_error says it is a configuration error, and why");
 	}
 	is(($served->('plain'))[0], 't', 'file mended: served again');
 	$su->quit;
