@@ -429,6 +429,17 @@ END $$;
 INSERT INTO trig_pp_a VALUES (6, 1), (6, 1), (6, 1);
 SELECT * FROM trig_error($$INSERT INTO trig_pp_a SELECT trig_pp_nested(6), 1 FROM generate_series(1, 2)$$);
 SELECT author_id, count(*) FROM trig_pp WHERE author_id IN (5, 6) GROUP BY 1;
+-- Queries run for each row (a function's lookup) check nothing of the
+-- statement they run in: one check for the whole statement.
+CREATE FUNCTION trig_pp_lookup(a int) RETURNS int
+LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM count(*) FROM trig_pp WHERE false;
+	RETURN a;
+END $$;
+SELECT calls AS calls_before FROM rl_status() \gset
+INSERT INTO trig_pp SELECT trig_pp_lookup(7 + g % 2), 1 + g % 3 FROM generate_series(1, 4) g;
+SELECT calls - :calls_before AS checks FROM rl_status();
 
 -- The transition-table form cannot see rows written straight into a
 -- partition, or written through the parent of the table it is on:
@@ -595,6 +606,7 @@ DROP COLLATION trig_ci;
 DROP ROLE regress_rl_trig_writer;
 DROP FUNCTION trig_pair_nested(int);
 DROP FUNCTION trig_pp_nested(int);
+DROP FUNCTION trig_pp_lookup(int);
 DROP FUNCTION trig_badkey_try(text);
 DROP FUNCTION trig_try(text, text, text, text, text, text);
 DROP FUNCTION trig_error(text);
