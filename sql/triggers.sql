@@ -137,7 +137,8 @@ SELECT * FROM trig_error($$INSERT INTO trig_uploads VALUES (2, 11)$$);
 SELECT * FROM trig_peek('public.trig_uploads:owner=''2''', 'token_bucket', 10, '1 hour');
 
 --
--- Bad trigger definitions are reported when the trigger first fires
+-- Bad trigger definitions are refused when the trigger is created, or,
+-- for the way it fires, when it first fires
 --
 CREATE TABLE trig_bad (a int, b text);
 CREATE FUNCTION trig_try(args text, timing text DEFAULT 'BEFORE INSERT',
@@ -146,9 +147,15 @@ CREATE FUNCTION trig_try(args text, timing text DEFAULT 'BEFORE INSERT',
 						 dml text DEFAULT $q$INSERT INTO trig_bad VALUES (1, 'x')$q$)
 RETURNS SETOF text
 LANGUAGE plpgsql AS $$
+DECLARE
+	created text[];
 BEGIN
-	EXECUTE format('CREATE TRIGGER trig_bad_t %s ON trig_bad %s FOR EACH %s EXECUTE FUNCTION %s(%s)',
-				   timing, referencing, level, fn, args);
+	created := ARRAY(SELECT trig_error(format('CREATE TRIGGER trig_bad_t %s ON trig_bad %s FOR EACH %s EXECUTE FUNCTION %s(%s)',
+											   timing, referencing, level, fn, args)));
+	IF created <> ARRAY['no error'] THEN
+		RETURN QUERY SELECT 'at create: ' || unnest(created);
+		RETURN;
+	END IF;
 	RETURN QUERY SELECT * FROM trig_error(dml);
 	EXECUTE 'DROP TRIGGER trig_bad_t ON trig_bad';
 END $$;
@@ -515,17 +522,16 @@ CREATE TABLE trig_keys3 (n numeric);
 CREATE TRIGGER trig_keys3_bulk AFTER INSERT ON trig_keys3 REFERENCING NEW TABLE AS rl_new
 	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('n', 'fixed_window', '2', '1 minute');
 SELECT * FROM trig_error($$INSERT INTO trig_keys3 VALUES (1.0), (1.00), (1)$$);
--- Types without such a text are refused when the trigger fires.
+-- Types without such a text are refused when the trigger is created,
+-- and when it fires (a column's type can change in between).
 CREATE COLLATION trig_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
 CREATE DOMAIN trig_ci_text AS text COLLATE trig_ci;
 CREATE TABLE trig_badkey (f float8, i interval, b bytea, m money, ci text COLLATE trig_ci, cd trig_ci_text);
 CREATE FUNCTION trig_badkey_try(col text) RETURNS SETOF text
 LANGUAGE plpgsql AS $$
 BEGIN
-	EXECUTE format($q$CREATE TRIGGER trig_badkey_t BEFORE INSERT ON trig_badkey
-		FOR EACH ROW EXECUTE FUNCTION rl_throttle(%L, 'fixed_window', '2', '1 minute')$q$, col);
-	RETURN QUERY SELECT * FROM trig_error('INSERT INTO trig_badkey DEFAULT VALUES');
-	EXECUTE 'DROP TRIGGER trig_badkey_t ON trig_badkey';
+	RETURN QUERY SELECT * FROM trig_error(format($q$CREATE TRIGGER trig_badkey_t BEFORE INSERT ON trig_badkey
+		FOR EACH ROW EXECUTE FUNCTION rl_throttle(%L, 'fixed_window', '2', '1 minute')$q$, col));
 END $$;
 SELECT * FROM trig_badkey_try('f');
 SELECT * FROM trig_badkey_try('i');
@@ -533,7 +539,14 @@ SELECT * FROM trig_badkey_try('b');
 SELECT * FROM trig_badkey_try('m');
 SELECT * FROM trig_badkey_try('ci');
 SELECT * FROM trig_badkey_try('cd');
-SELECT count(*) FROM trig_badkey;
+SELECT count(*) FROM pg_trigger WHERE tgrelid = 'trig_badkey'::regclass;
+-- A column whose type changes after the trigger was made: refused when
+-- the trigger fires.
+CREATE TABLE trig_keychange (k int);
+CREATE TRIGGER trig_keychange_t BEFORE INSERT ON trig_keychange
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle('k', 'fixed_window', '2', '1 minute');
+ALTER TABLE trig_keychange ALTER COLUMN k TYPE float8;
+SELECT * FROM trig_error($$INSERT INTO trig_keychange VALUES (1)$$);
 
 --
 -- Row-level security and constraints: an AFTER row trigger charges only
@@ -599,7 +612,7 @@ SELECT * FROM trig_likes WHERE user_id = 9;
 
 DROP TABLE trig_comments, trig_posts, trig_events, trig_likes, trig_multi, trig_uploads, trig_bad,
 	trig_bulk, trig_bulk_cost, trig_wide, trig_pair, trig_pair_parts, trig_pair_wal,
-	trig_pp, trig_pt, trig_inh, trig_inh_child, trig_keys, trig_keys2, trig_keys3, trig_badkey, trig_rls;
+	trig_pp, trig_pt, trig_inh, trig_inh_child, trig_keys, trig_keys2, trig_keys3, trig_badkey, trig_keychange, trig_rls;
 DROP DOMAIN trig_author, trig_ci_text;
 DROP TYPE trig_mood;
 DROP COLLATION trig_ci;

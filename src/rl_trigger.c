@@ -32,7 +32,9 @@
  * under a deterministic collation by their output (char without a length
  * without its trailing blanks); numeric without trailing fraction zeros;
  * date and timestamp as ISO, timestamptz as ISO in UTC.  Domains count
- * as their base type.  Any other type is refused when the trigger fires.
+ * as their base type.  Any other type is refused when the trigger is
+ * created (rl_trigger_statement.c checks every new trigger of ours) and
+ * when it fires.
  *
  * The trigger may be BEFORE or AFTER ... FOR EACH ROW.  A BEFORE trigger
  * charges a row before row-level security and constraints check it, so
@@ -331,6 +333,11 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	if (conf != NULL && conf->tgoid == trigger->tgoid)
 		return conf;
 
+	/* The table first: no argument of a trigger on it could help. */
+	rl_trigger_check_table(trigger->tgname, rel,
+						   TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event) &&
+						   trigger->tgnewtable != NULL);
+
 	context.callback = rl_conf_context;
 	context.arg = trigdata;
 	context.previous = error_context_stack;
@@ -343,9 +350,6 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	owner = rl_trigger_owner(trigger, rel);
 	conf->relid = owner;
 	conf->after = TRIGGER_FIRED_AFTER(trigdata->tg_event);
-	rl_trigger_check_table(trigger->tgname, rel,
-						   TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event) &&
-						   trigger->tgnewtable != NULL);
 	conf->table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(owner)),
 											 get_rel_name(owner));
 

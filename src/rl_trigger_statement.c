@@ -597,10 +597,11 @@ rl_is_own_function(Oid funcoid, const char *symbol)
 }
 
 /*
- * CREATE TRIGGER, once done: refuses an rl_throttle or
- * rl_throttle_statement trigger on a table where some writes would not
- * fire it (rl_trigger_check_table), so the mistake shows at once; the
- * trigger checks again when it fires.
+ * CREATE TRIGGER, once done: an rl_throttle or rl_throttle_statement
+ * trigger for INSERT or UPDATE has its arguments, key column types and
+ * table checked as its first firing would check them (rl_trigger_conf),
+ * so a mistake shows at once and the trigger is not created.  The way it
+ * fires (BEFORE, AFTER, the level) is checked when it fires.
  */
 static void
 rl_check_created_trigger(CreateTrigStmt *stmt)
@@ -616,15 +617,28 @@ rl_check_created_trigger(CreateTrigStmt *stmt)
 	for (int i = 0; desc != NULL && i < desc->numtriggers; i++)
 	{
 		Trigger    *trigger = &desc->triggers[i];
-		bool		statement;
+		int16		type = trigger->tgtype;
+		TriggerData trigdata = {0};
+		FmgrInfo	flinfo = {0};
 
-		if (strcmp(trigger->tgname, stmt->trigname) != 0)
+		LOCAL_FCINFO(fcinfo, 0);
+
+		if (strcmp(trigger->tgname, stmt->trigname) != 0 ||
+			TRIGGER_FOR_INSTEAD(type) ||
+			!(TRIGGER_FOR_INSERT(type) || TRIGGER_FOR_UPDATE(type)) ||
+			!(rl_is_own_function(trigger->tgfoid, "rl_throttle") ||
+			  rl_is_own_function(trigger->tgfoid, "rl_throttle_statement")))
 			continue;
-		statement = rl_is_own_function(trigger->tgfoid, "rl_throttle_statement");
-		if (statement || rl_is_own_function(trigger->tgfoid, "rl_throttle"))
-			rl_trigger_check_table(trigger->tgname, rel,
-								   statement && !TRIGGER_FOR_ROW(trigger->tgtype) &&
-								   trigger->tgnewtable != NULL);
+		trigdata.type = T_TriggerData;
+		trigdata.tg_event =
+			(TRIGGER_FOR_BEFORE(type) ? TRIGGER_EVENT_BEFORE : TRIGGER_EVENT_AFTER) |
+			(TRIGGER_FOR_ROW(type) ? TRIGGER_EVENT_ROW : 0) |
+			(TRIGGER_FOR_INSERT(type) ? TRIGGER_EVENT_INSERT : TRIGGER_EVENT_UPDATE);
+		trigdata.tg_relation = rel;
+		trigdata.tg_trigger = trigger;
+		flinfo.fn_mcxt = CurrentMemoryContext;
+		fcinfo->flinfo = &flinfo;
+		(void) rl_trigger_conf(fcinfo, &trigdata);
 	}
 	table_close(rel, NoLock);
 }
