@@ -22,7 +22,8 @@
  *			FOR EACH STATEMENT EXECUTE FUNCTION
  *			rl_throttle_statement('author_id', 'sliding_log', '10', '1 minute');
  *
- *	 It counts exactly the rows written, and works on partitioned tables.
+ *	 It counts exactly the rows written.  It refuses partitioned tables,
+ *	 partitions and inheritance, whose other statements it cannot see.
  *
  * - Two triggers with the same arguments: a BEFORE ... FOR EACH ROW one
  *	 that only counts each row, in memory, and an AFTER ... FOR EACH
@@ -41,8 +42,8 @@
  *
  * Some rows fire the row half and never the statement half: on a
  * partitioned table PostgreSQL puts the row half on every partition, but
- * a statement on a partition (INSERT, COPY, an UPDATE moving rows in)
- * fires the partition's statement triggers only; a pair on a partition
+ * a statement on a partition (INSERT, COPY) fires the partition's
+ * statement triggers only, not the parent's; a pair on a partition
  * or an inheritance child counts the rows a statement on the parent
  * writes there.  So when a query or utility statement ends (the
  * executor's and ProcessUtility's hooks; the library is always
@@ -54,7 +55,8 @@
  * The transition-table form cannot see rows that bypass its table's
  * statements, so it refuses a partitioned table, a partition and both
  * ends of an inheritance (rl_trigger_check_table), when it is created
- * and when it fires.
+ * and when it fires.  The ProcessUtility hook checks every new trigger
+ * of ours as its first firing would (rl_check_created_trigger).
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -232,6 +234,8 @@ rl_pending_create(RlTriggerConf *conf, Relation rel, const char *args)
 	RlPending  *entry;
 	RlGroups   *groups;
 
+	/* Without the hooks, counts no statement half takes would be lost. */
+	rl_require_preload();
 	if (!rl_subxact_registered)
 	{
 		RegisterSubXactCallback(rl_pending_subxact, NULL);
