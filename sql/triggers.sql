@@ -416,6 +416,17 @@ UPDATE trig_pp SET part = 1 WHERE author_id = 3;
 SELECT * FROM trig_peek('public.trig_pp:author_id=''3''', 'fixed_window', 3, '1 minute');
 SELECT * FROM trig_error($$UPDATE trig_pp SET part = 2 WHERE author_id = 3$$);
 SELECT tableoid::regclass, count(*) FROM trig_pp GROUP BY 1 ORDER BY 1;
+-- A pair created on a partition itself counts the rows a statement on
+-- the parent routes there, and checks them when that statement ends.
+CREATE TRIGGER trig_pp_b_count BEFORE INSERT ON trig_pp_b
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '2', '1 minute');
+CREATE TRIGGER trig_pp_b_check AFTER INSERT ON trig_pp_b
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '2', '1 minute');
+INSERT INTO trig_pp VALUES (9, 2), (9, 2);
+SELECT * FROM trig_error($$INSERT INTO trig_pp VALUES (9, 2)$$);
+SELECT * FROM trig_peek('public.trig_pp_b:author_id=''9''', 'fixed_window', 2, '1 minute');
+DROP TRIGGER trig_pp_b_count ON trig_pp_b;
+DROP TRIGGER trig_pp_b_check ON trig_pp_b;
 -- A partition attached later gets the row half too.
 CREATE TABLE trig_pp_c (author_id int, part int);
 ALTER TABLE trig_pp ATTACH PARTITION trig_pp_c FOR VALUES IN (3);
