@@ -137,7 +137,8 @@ SELECT * FROM trig_error($$INSERT INTO trig_uploads VALUES (2, 11)$$);
 SELECT * FROM trig_peek('public.trig_uploads:owner=''2''', 'token_bucket', 10, '1 hour');
 
 --
--- Bad trigger definitions are reported when the trigger first fires
+-- Bad trigger definitions are refused when the trigger is created, or,
+-- for the way it fires, when it first fires
 --
 CREATE TABLE trig_bad (a int, b text);
 CREATE FUNCTION trig_try(args text, timing text DEFAULT 'BEFORE INSERT',
@@ -146,9 +147,15 @@ CREATE FUNCTION trig_try(args text, timing text DEFAULT 'BEFORE INSERT',
 						 dml text DEFAULT $q$INSERT INTO trig_bad VALUES (1, 'x')$q$)
 RETURNS SETOF text
 LANGUAGE plpgsql AS $$
+DECLARE
+	created text[];
 BEGIN
-	EXECUTE format('CREATE TRIGGER trig_bad_t %s ON trig_bad %s FOR EACH %s EXECUTE FUNCTION %s(%s)',
-				   timing, referencing, level, fn, args);
+	created := ARRAY(SELECT trig_error(format('CREATE TRIGGER trig_bad_t %s ON trig_bad %s FOR EACH %s EXECUTE FUNCTION %s(%s)',
+											   timing, referencing, level, fn, args)));
+	IF created <> ARRAY['no error'] THEN
+		RETURN QUERY SELECT 'at create: ' || unnest(created);
+		RETURN;
+	END IF;
 	RETURN QUERY SELECT * FROM trig_error(dml);
 	EXECUTE 'DROP TRIGGER trig_bad_t ON trig_bad';
 END $$;
@@ -170,7 +177,6 @@ SELECT * FROM trig_try($$'a', 'gcra', '1', '1 s', 'ignore'$$);
 SELECT * FROM trig_try($$'a', 'gcra', '1', '1 s', 'raise', 'b'$$);
 SELECT * FROM trig_try($$'a', 'gcra', '1', '1 s', 'raise', 'nope'$$);
 -- Fired the wrong way.
-SELECT * FROM trig_try($$'a', 'gcra', '1', '1 s'$$, 'AFTER INSERT');
 SELECT * FROM trig_try($$'a', 'gcra', '1', '1 s'$$, 'BEFORE INSERT', 'STATEMENT');
 SELECT * FROM trig_try($$'a', 'gcra', '1', '1 s'$$, 'BEFORE INSERT', 'ROW', 'rl_throttle_statement');
 SELECT * FROM trig_try($$'a', 'gcra', '1', '1 s'$$, 'AFTER INSERT', 'STATEMENT', 'rl_throttle_statement');
@@ -346,8 +352,8 @@ SELECT * FROM trig_error($$UPDATE trig_pair SET id = 62 WHERE id = 61$$);
 DROP TRIGGER trig_pair_count ON trig_pair;
 SELECT * FROM trig_error($$INSERT INTO trig_pair VALUES (63, 8)$$);
 SELECT * FROM trig_peek('public.trig_pair:author_id=''8''', 'fixed_window', 5, '1 minute');
--- On a partitioned table the row trigger fires on the partitions, where
--- no statement trigger sees the rows: refused, with the form that works.
+-- On a partitioned table the row half fires on the partitions, and the
+-- parent's statement half checks what it counted there.
 CREATE TABLE trig_pair_parts (author_id int) PARTITION BY RANGE (author_id);
 CREATE TABLE trig_pair_part1 PARTITION OF trig_pair_parts FOR VALUES FROM (0) TO (100);
 CREATE TRIGGER trig_pair_parts_count BEFORE INSERT ON trig_pair_parts
@@ -370,6 +376,235 @@ ROLLBACK;
 SELECT * FROM trig_peek('public.trig_pair_wal:author_id=''3''', 'token_bucket', 100000, '1 minute');
 
 --
+-- Partitioned tables and inheritance: every way of writing the rows is
+-- throttled, or the trigger refuses the table
+--
+-- The two-trigger form on a partitioned table: the row half is on every
+-- partition, and counts a partition's rows under the partitioned table.
+CREATE TABLE trig_pp (author_id int, part int) PARTITION BY LIST (part);
+CREATE TABLE trig_pp_a PARTITION OF trig_pp FOR VALUES IN (1);
+CREATE TABLE trig_pp_b PARTITION OF trig_pp FOR VALUES IN (2);
+CREATE TRIGGER trig_pp_count BEFORE INSERT OR UPDATE ON trig_pp
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '3', '1 minute');
+CREATE TRIGGER trig_pp_check AFTER INSERT OR UPDATE ON trig_pp
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '3', '1 minute');
+-- Through the parent, into both partitions: one check.
+SELECT calls AS calls_before FROM rl_status() \gset
+INSERT INTO trig_pp VALUES (1, 1), (1, 2);
+SELECT calls - :calls_before AS checks FROM rl_status();
+-- Straight into a partition: checked when the statement ends, on the
+-- same limiter.
+INSERT INTO trig_pp_b VALUES (1, 2);
+SELECT * FROM trig_peek('public.trig_pp:author_id=''1''', 'fixed_window', 3, '1 minute');
+SELECT * FROM trig_error($$INSERT INTO trig_pp_b VALUES (1, 2)$$);
+SELECT * FROM trig_error($$INSERT INTO trig_pp_b SELECT 1, 2 FROM generate_series(1, 5)$$);
+SELECT count(*) FROM trig_pp WHERE author_id = 1;
+-- COPY straight into a partition.
+COPY trig_pp_a FROM STDIN;
+2	1
+2	1
+\.
+COPY trig_pp_a FROM STDIN;
+2	1
+2	1
+\.
+SELECT * FROM trig_peek('public.trig_pp:author_id=''2''', 'fixed_window', 3, '1 minute');
+-- An UPDATE moving a row to another partition fires the row half as an
+-- UPDATE in the old partition and as an INSERT in the new one: 2 rows.
+INSERT INTO trig_pp VALUES (3, 2);
+UPDATE trig_pp SET part = 1 WHERE author_id = 3;
+SELECT * FROM trig_peek('public.trig_pp:author_id=''3''', 'fixed_window', 3, '1 minute');
+SELECT * FROM trig_error($$UPDATE trig_pp SET part = 2 WHERE author_id = 3$$);
+SELECT tableoid::regclass, count(*) FROM trig_pp GROUP BY 1 ORDER BY 1;
+-- A pair created on a partition itself counts the rows a statement on
+-- the parent routes there, and checks them when that statement ends.
+CREATE TRIGGER trig_pp_b_count BEFORE INSERT ON trig_pp_b
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '2', '1 minute');
+CREATE TRIGGER trig_pp_b_check AFTER INSERT ON trig_pp_b
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '2', '1 minute');
+INSERT INTO trig_pp VALUES (9, 2), (9, 2);
+SELECT * FROM trig_error($$INSERT INTO trig_pp VALUES (9, 2)$$);
+SELECT * FROM trig_peek('public.trig_pp_b:author_id=''9''', 'fixed_window', 2, '1 minute');
+DROP TRIGGER trig_pp_b_count ON trig_pp_b;
+DROP TRIGGER trig_pp_b_check ON trig_pp_b;
+-- A partition attached later gets the row half too.
+CREATE TABLE trig_pp_c (author_id int, part int);
+ALTER TABLE trig_pp ATTACH PARTITION trig_pp_c FOR VALUES IN (3);
+INSERT INTO trig_pp_c VALUES (4, 3), (4, 3), (4, 3);
+SELECT * FROM trig_error($$INSERT INTO trig_pp_c VALUES (4, 3)$$);
+-- A nested statement that catches its own denial does not take the
+-- outer statement's counts with it: they are checked when that ends.
+CREATE FUNCTION trig_pp_nested(a int) RETURNS int
+LANGUAGE plpgsql AS $$
+BEGIN
+	BEGIN
+		INSERT INTO trig_pp_b SELECT 5, 2 FROM generate_series(1, 4);
+	EXCEPTION WHEN SQLSTATE 'PT429' THEN
+		NULL;
+	END;
+	RETURN a;
+END $$;
+INSERT INTO trig_pp_a VALUES (6, 1), (6, 1), (6, 1);
+SELECT * FROM trig_error($$INSERT INTO trig_pp_a SELECT trig_pp_nested(6), 1 FROM generate_series(1, 2)$$);
+SELECT author_id, count(*) FROM trig_pp WHERE author_id IN (5, 6) GROUP BY 1;
+-- Queries run for each row (a function's lookup) check nothing of the
+-- statement they run in: one check for the whole statement.
+CREATE FUNCTION trig_pp_lookup(a int) RETURNS int
+LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM count(*) FROM trig_pp WHERE false;
+	RETURN a;
+END $$;
+SELECT calls AS calls_before FROM rl_status() \gset
+INSERT INTO trig_pp SELECT trig_pp_lookup(7 + g % 2), 1 + g % 3 FROM generate_series(1, 4) g;
+SELECT calls - :calls_before AS checks FROM rl_status();
+
+-- The transition-table form cannot see rows written straight into a
+-- partition, or written through the parent of the table it is on:
+-- refused when created.
+CREATE TABLE trig_pt (author_id int, part int) PARTITION BY LIST (part);
+CREATE TABLE trig_pt_a PARTITION OF trig_pt FOR VALUES IN (1);
+CREATE TRIGGER trig_pt_bulk AFTER INSERT ON trig_pt REFERENCING NEW TABLE AS rl_new
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '3', '1 minute');
+CREATE TRIGGER trig_pt_a_bulk AFTER INSERT ON trig_pt_a REFERENCING NEW TABLE AS rl_new
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '3', '1 minute');
+SELECT count(*) FROM pg_trigger WHERE tgrelid IN ('trig_pt'::regclass, 'trig_pt_a'::regclass);
+
+-- Inheritance: rows written straight into a child fire none of the
+-- parent's triggers, so no trigger takes a table with children; a table
+-- that gains one after its trigger was made refuses when it fires.
+CREATE TABLE trig_inh (author_id int);
+CREATE TRIGGER trig_inh_bulk AFTER INSERT ON trig_inh REFERENCING NEW TABLE AS rl_new
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '3', '1 minute');
+CREATE TABLE trig_inh_child () INHERITS (trig_inh);
+SELECT * FROM trig_error($$INSERT INTO trig_inh VALUES (1)$$);
+DROP TRIGGER trig_inh_bulk ON trig_inh;
+CREATE TRIGGER trig_inh_row BEFORE INSERT ON trig_inh
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle('author_id', 'fixed_window', '3', '1 minute');
+-- A pair on the child counts the child's rows an UPDATE of the parent
+-- writes, and checks them when that statement ends.
+CREATE TRIGGER trig_inh_child_count BEFORE INSERT OR UPDATE ON trig_inh_child
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '3', '1 minute');
+CREATE TRIGGER trig_inh_child_check AFTER INSERT OR UPDATE ON trig_inh_child
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '3', '1 minute');
+INSERT INTO trig_inh_child VALUES (1), (1);
+SELECT * FROM trig_error($$UPDATE trig_inh SET author_id = 1$$);
+SELECT * FROM trig_peek('public.trig_inh_child:author_id=''1''', 'fixed_window', 3, '1 minute');
+-- The transition-table form on the child is refused: it would miss them.
+CREATE TRIGGER trig_inh_child_bulk AFTER INSERT ON trig_inh_child REFERENCING NEW TABLE AS rl_new
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '3', '1 minute');
+
+--
+-- Key types: equal values share a limiter whatever the session settings
+--
+CREATE TABLE trig_keys (d date, ts timestamp, tz timestamptz, n numeric, c bpchar, t varchar);
+CREATE TRIGGER trig_keys_throttle BEFORE INSERT ON trig_keys
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle('d, ts, tz, n, c, t', 'fixed_window', '2', '1 minute');
+SET TimeZone = 'UTC';
+SET DateStyle = 'ISO, MDY';
+INSERT INTO trig_keys VALUES ('2024-01-31', '2024-01-31 10:00', '2024-01-31 10:00+00', 1.5, 'x', 'Bob');
+SET TimeZone = 'America/New_York';
+SET DateStyle = 'SQL, DMY';
+SET IntervalStyle = 'sql_standard';
+SET extra_float_digits = 3;
+INSERT INTO trig_keys VALUES ('31/01/2024', '31/01/2024 10:00', '31/01/2024 05:00', 1.50, 'x  ', 'Bob');
+SELECT * FROM trig_error($$INSERT INTO trig_keys VALUES ('2024-01-31', '2024-01-31 10:00', '2024-01-31 12:00+02', 1.500, 'x', 'Bob')$$);
+RESET TimeZone;
+RESET DateStyle;
+RESET IntervalStyle;
+RESET extra_float_digits;
+-- The key, in the fixed forms: ISO dates, timestamptz in UTC, numeric
+-- without trailing zeros, char without trailing blanks.
+SELECT * FROM trig_peek('public.trig_keys:d=''2024-01-31'',ts=''2024-01-31 10:00:00'',tz=''2024-01-31 10:00:00+00'',n=''1.5'',c=''x'',t=''Bob''',
+						'fixed_window', 2, '1 minute');
+-- Other values stay apart: 'Bob' is not 'BOB' under the default collation.
+INSERT INTO trig_keys VALUES ('2024-01-31', '2024-01-31 10:00', '2024-01-31 10:00+00', 1.5, 'x', 'BOB');
+-- Domains count as their base type; integers keep their 0.1.0 key.
+CREATE DOMAIN trig_author AS bigint;
+CREATE TYPE trig_mood AS ENUM ('calm', 'angry');
+CREATE TABLE trig_keys2 (a trig_author, m trig_mood, u uuid, ip inet, ok boolean);
+CREATE TRIGGER trig_keys2_throttle BEFORE INSERT ON trig_keys2
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle('a, m, u, ip, ok', 'fixed_window', '2', '1 minute');
+INSERT INTO trig_keys2 VALUES (7, 'calm', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', '10.0.0.1/32', 'yes');
+SELECT * FROM trig_peek('public.trig_keys2:a=''7'',m=''calm'',u=''a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'',ip=''10.0.0.1'',ok=''t''',
+						'fixed_window', 2, '1 minute');
+-- The statement trigger groups numeric 1.0 and 1.00 into one key.
+CREATE TABLE trig_keys3 (n numeric);
+CREATE TRIGGER trig_keys3_bulk AFTER INSERT ON trig_keys3 REFERENCING NEW TABLE AS rl_new
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('n', 'fixed_window', '2', '1 minute');
+SELECT * FROM trig_error($$INSERT INTO trig_keys3 VALUES (1.0), (1.00), (1)$$);
+-- Types without such a text are refused when the trigger is created,
+-- and when it fires (a column's type can change in between).
+CREATE COLLATION trig_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE DOMAIN trig_ci_text AS text COLLATE trig_ci;
+CREATE TABLE trig_badkey (f float8, i interval, b bytea, m money, ci text COLLATE trig_ci, cd trig_ci_text);
+CREATE FUNCTION trig_badkey_try(col text) RETURNS SETOF text
+LANGUAGE plpgsql AS $$
+BEGIN
+	RETURN QUERY SELECT * FROM trig_error(format($q$CREATE TRIGGER trig_badkey_t BEFORE INSERT ON trig_badkey
+		FOR EACH ROW EXECUTE FUNCTION rl_throttle(%L, 'fixed_window', '2', '1 minute')$q$, col));
+END $$;
+SELECT * FROM trig_badkey_try('f');
+SELECT * FROM trig_badkey_try('i');
+SELECT * FROM trig_badkey_try('b');
+SELECT * FROM trig_badkey_try('m');
+SELECT * FROM trig_badkey_try('ci');
+SELECT * FROM trig_badkey_try('cd');
+SELECT count(*) FROM pg_trigger WHERE tgrelid = 'trig_badkey'::regclass;
+-- A column whose type changes after the trigger was made: refused when
+-- the trigger fires.
+CREATE TABLE trig_keychange (k int);
+CREATE TRIGGER trig_keychange_t BEFORE INSERT ON trig_keychange
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle('k', 'fixed_window', '2', '1 minute');
+ALTER TABLE trig_keychange ALTER COLUMN k TYPE float8;
+SELECT * FROM trig_error($$INSERT INTO trig_keychange VALUES (1)$$);
+
+--
+-- Row-level security and constraints: an AFTER row trigger charges only
+-- rows that passed them
+--
+CREATE ROLE regress_rl_trig_writer;
+CREATE TABLE trig_rls (author_id int, body text CHECK (body <> ''));
+ALTER TABLE trig_rls ENABLE ROW LEVEL SECURITY;
+CREATE POLICY trig_rls_own ON trig_rls FOR INSERT TO regress_rl_trig_writer
+	WITH CHECK (author_id = 1);
+GRANT INSERT ON trig_rls TO regress_rl_trig_writer;
+CREATE TRIGGER trig_rls_after AFTER INSERT ON trig_rls
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle('author_id', 'fixed_window', '3', '1 minute');
+-- The writer may not call rl_throttle; the trigger fires for it anyway.
+SELECT has_function_privilege('regress_rl_trig_writer', 'rl_throttle()', 'EXECUTE');
+SET ROLE regress_rl_trig_writer;
+INSERT INTO trig_rls VALUES (1, 'mine');
+SELECT * FROM trig_error($$INSERT INTO trig_rls VALUES (2, 'not mine')$$);
+SELECT * FROM trig_error($$INSERT INTO trig_rls VALUES (1, '')$$);
+RESET ROLE;
+SELECT * FROM trig_peek('public.trig_rls:author_id=''1''', 'fixed_window', 3, '1 minute');
+SELECT * FROM trig_peek('public.trig_rls:author_id=''2''', 'fixed_window', 3, '1 minute');
+-- Over the limit, the AFTER trigger fails the statement.
+INSERT INTO trig_rls VALUES (1, 'b'), (1, 'c');
+SELECT * FROM trig_error($$INSERT INTO trig_rls VALUES (1, 'd')$$);
+SELECT count(*) FROM trig_rls;
+-- The BEFORE form charges the row before the policy refuses it.
+DROP TRIGGER trig_rls_after ON trig_rls;
+CREATE TRIGGER trig_rls_before BEFORE INSERT ON trig_rls
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle('author_id', 'fixed_window', '3', '1 minute');
+SET ROLE regress_rl_trig_writer;
+SELECT * FROM trig_error($$INSERT INTO trig_rls VALUES (2, 'not mine')$$);
+RESET ROLE;
+SELECT * FROM trig_peek('public.trig_rls:author_id=''2''', 'fixed_window', 3, '1 minute');
+-- The transition-table form sees only rows written: a refused statement
+-- charges nothing.
+DROP TRIGGER trig_rls_before ON trig_rls;
+CREATE TRIGGER trig_rls_bulk AFTER INSERT ON trig_rls REFERENCING NEW TABLE AS rl_new
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '3', '1 minute');
+SET ROLE regress_rl_trig_writer;
+SELECT * FROM trig_error($$INSERT INTO trig_rls VALUES (1, 'e'), (3, 'not mine')$$);
+RESET ROLE;
+SELECT * FROM trig_peek('public.trig_rls:author_id=''3''', 'fixed_window', 3, '1 minute');
+-- An AFTER trigger cannot skip a row it comes too late for.
+SELECT * FROM trig_try($$'a', 'gcra', '1', '1 s', 'skip'$$, 'AFTER INSERT');
+
+--
 -- Redis unavailable: the failure policy decides
 --
 SET ratelimit.redis_port = 1;
@@ -387,8 +622,16 @@ SELECT body FROM trig_comments WHERE body LIKE 'fail%';
 SELECT * FROM trig_likes WHERE user_id = 9;
 
 DROP TABLE trig_comments, trig_posts, trig_events, trig_likes, trig_multi, trig_uploads, trig_bad,
-	trig_bulk, trig_bulk_cost, trig_wide, trig_pair, trig_pair_parts, trig_pair_wal;
+	trig_bulk, trig_bulk_cost, trig_wide, trig_pair, trig_pair_parts, trig_pair_wal,
+	trig_pp, trig_pt, trig_inh, trig_inh_child, trig_keys, trig_keys2, trig_keys3, trig_badkey, trig_keychange, trig_rls;
+DROP DOMAIN trig_author, trig_ci_text;
+DROP TYPE trig_mood;
+DROP COLLATION trig_ci;
+DROP ROLE regress_rl_trig_writer;
 DROP FUNCTION trig_pair_nested(int);
+DROP FUNCTION trig_pp_nested(int);
+DROP FUNCTION trig_pp_lookup(int);
+DROP FUNCTION trig_badkey_try(text);
 DROP FUNCTION trig_try(text, text, text, text, text, text);
 DROP FUNCTION trig_error(text);
 DROP FUNCTION trig_peek(text, text, bigint, interval);

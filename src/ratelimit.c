@@ -25,6 +25,7 @@
 
 #include "rl_cache.h"
 #include "rl_scripts.h"
+#include "rl_trigger.h"
 
 PG_MODULE_MAGIC;
 
@@ -49,7 +50,10 @@ _PG_init(void)
 	rl_preloaded = process_shared_preload_libraries_in_progress;
 	rl_define_settings();
 	if (rl_preloaded)
+	{
 		rl_cache_init();
+		rl_trigger_hooks_init();
+	}
 }
 
 /*

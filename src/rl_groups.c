@@ -92,7 +92,6 @@ struct RlGroups
 	MemoryContext rowcxt;		/* one row's detoasted values */
 	bool		rowcxt_used;
 	int			ncols;
-	AttrNumber *cols;
 	int16	   *typlen;
 	bool	   *byval;
 	bool		one_byval;		/* one key column, passed by value */
@@ -253,14 +252,12 @@ rl_groups_create(RlTriggerConf *conf, TupleDesc tupdesc, MemoryContext parent)
 	groups->ncols = conf->ncols;
 	groups->one_byval = conf->ncols == 1 &&
 		TupleDescAttr(tupdesc, conf->cols[0] - 1)->attbyval;
-	groups->cols = palloc(sizeof(AttrNumber) * conf->ncols);
 	groups->typlen = palloc(sizeof(int16) * conf->ncols);
 	groups->byval = palloc(sizeof(bool) * conf->ncols);
 	for (int i = 0; i < conf->ncols; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(tupdesc, conf->cols[i] - 1);
 
-		groups->cols[i] = conf->cols[i];
 		groups->typlen[i] = att->attlen;
 		groups->byval[i] = att->attbyval;
 	}
@@ -394,7 +391,9 @@ rl_groups_fold(RlGroups *groups, RlTriggerConf *conf)
 
 /*
  * Adds one row's cost to its key's group.  tuple is the row as a heap
- * tuple, or NULL to read it from the slot.  A single by-value key is only
+ * tuple, or NULL to read it from the slot.  The columns are conf's, not
+ * the ones the groups were made with: the partitions of a table share
+ * one set of groups, and a partition can number its columns differently.  A single by-value key is only
  * held back here, and counted with the next RL_HELD_ROWS - 1 rows.
  */
 void
@@ -418,7 +417,7 @@ rl_groups_add(RlGroups *groups, RlTriggerConf *conf, TupleTableSlot *slot,
 	{
 		int			i = groups->nheld;
 
-		groups->held_values[i] = rl_row_value(slot, tuple, groups->cols[0],
+		groups->held_values[i] = rl_row_value(slot, tuple, conf->cols[0],
 											  &groups->held_nulls[i]);
 		groups->held_costs[i] = cost;
 		if (++groups->nheld == RL_HELD_ROWS)
@@ -433,7 +432,7 @@ rl_groups_add(RlGroups *groups, RlTriggerConf *conf, TupleTableSlot *slot,
 	}
 	for (int i = 0; i < groups->ncols; i++)
 	{
-		Datum		value = rl_row_value(slot, tuple, groups->cols[i], &nulls[i]);
+		Datum		value = rl_row_value(slot, tuple, conf->cols[i], &nulls[i]);
 		const void *bytes;
 		Size		len;
 

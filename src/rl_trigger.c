@@ -24,6 +24,27 @@
  * Redis key includes the window, as a layered rule's does, so
  * rl_peek_layered with the same key and rule shows the trigger's state.
  *
+ * Values equal under their column's equality must give one key whatever
+ * the session's settings (DateStyle, TimeZone, extra_float_digits, ...),
+ * or a SET would give a writer a fresh limiter.  So only key types with
+ * such a text are accepted (rl_key_form): integers, boolean, uuid, enums,
+ * inet and cidr by their output, which no setting changes; text types
+ * under a deterministic collation by their output (char without a length
+ * without its trailing blanks); numeric without trailing fraction zeros;
+ * date and timestamp as ISO, timestamptz as ISO in UTC.  Domains count
+ * as their base type.  Any other type is refused when the trigger is
+ * created (rl_trigger_statement.c checks every new trigger of ours) and
+ * when it fires.
+ *
+ * The trigger may be BEFORE or AFTER ... FOR EACH ROW.  A BEFORE trigger
+ * charges a row before row-level security and constraints check it, so
+ * a row that then fails was charged anyway; an AFTER trigger charges only
+ * rows that passed, and can only raise ('skip' needs BEFORE).
+ *
+ * A table with inheritance children is refused: rows written straight
+ * into a child fire none of the parent's triggers.  Partitioned tables
+ * are fine, since PostgreSQL puts their row triggers on every partition.
+ *
  * A denial raises SQLSTATE PT429, which PostgREST also answers with HTTP
  * 429; inside a PostgREST request it raises PostgREST's full form
  * instead, which carries the Retry-After header (rl_postgrest.c).
@@ -40,10 +61,14 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "miscadmin.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
 #include "utils/builtins.h"
+#include "utils/date.h"
+#include "utils/datetime.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -126,6 +151,116 @@ rl_parse_window(TriggerData *trigdata, const char *arg)
 }
 
 /*
+ * How a key column's values become key text: a form that gives values
+ * equal under the column's equality one text whatever the session's
+ * settings, or an error naming the column if its type has none.
+ */
+static RlKeyForm
+rl_key_form(TriggerData *trigdata, const char *name, Form_pg_attribute att)
+{
+	int32		typmod = att->atttypmod;
+	Oid			base = getBaseTypeAndTypmod(att->atttypid, &typmod);
+	const char *reason;
+
+	switch (base)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case BOOLOID:
+		case UUIDOID:
+		case INETOID:
+		case CIDROID:
+			return RL_KEY_OUTPUT;
+		case TEXTOID:
+		case VARCHAROID:
+		case NAMEOID:
+		case BPCHAROID:
+			if (OidIsValid(att->attcollation) &&
+				!get_collation_isdeterministic(att->attcollation))
+			{
+				reason = psprintf("Its collation \"%s\" is nondeterministic: values it deems equal, such as 'Bob' and 'BOB', have different texts.",
+								  get_collation_name(att->attcollation));
+				break;
+			}
+			/* char(n) pads every value to n; bare char keeps what it got. */
+			if (base == BPCHAROID && typmod < 0)
+				return RL_KEY_BPCHAR;
+			return RL_KEY_OUTPUT;
+		case NUMERICOID:
+			return RL_KEY_NUMERIC;
+		case DATEOID:
+			return RL_KEY_DATE;
+		case TIMESTAMPOID:
+			return RL_KEY_TIMESTAMP;
+		case TIMESTAMPTZOID:
+			return RL_KEY_TIMESTAMPTZ;
+		case FLOAT4OID:
+		case FLOAT8OID:
+			reason = "Equal floating-point values can have different texts (0 and -0), and the text depends on extra_float_digits.";
+			break;
+		default:
+			if (get_typtype(base) == TYPTYPE_ENUM)
+				return RL_KEY_OUTPUT;
+			reason = "Its values' text can depend on session settings, or differ for values the type deems equal.";
+			break;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("key column \"%s\" of trigger \"%s\" on table \"%s\" has type %s, which cannot be a rate limit key",
+					name, trigdata->tg_trigger->tgname,
+					RelationGetRelationName(trigdata->tg_relation),
+					format_type_be(att->atttypid)),
+			 errdetail("%s", reason),
+			 errhint("Key the trigger on columns of type smallint, integer, bigint, boolean, uuid, text, varchar, char, numeric, date, timestamp, timestamptz, inet, cidr or an enum (with a deterministic collation), or on a generated column that converts the value to one of them.")));
+	pg_unreachable();
+}
+
+/*
+ * Refuses a table where some way of writing the rows would not fire the
+ * trigger.  Rows written straight into an inheritance child fire none of
+ * the parent's triggers.  A statement trigger with a transition table
+ * also misses rows written straight into a partition, if it is on a
+ * partitioned table, or written through the parent, if it is on a
+ * partition or an inheritance child: a statement fires the statement
+ * triggers of the table it names only.  Called when the trigger is
+ * created and when it fires (a table can gain children in between).
+ */
+void
+rl_trigger_check_table(const char *trigger, Relation rel, bool transition)
+{
+	Form_pg_class form = rel->rd_rel;
+	const char *name = RelationGetRelationName(rel);
+	const char *pair_hint = "Use the two-trigger form (a BEFORE ... FOR EACH ROW and an AFTER ... FOR EACH STATEMENT rl_throttle_statement trigger with the same arguments) or rl_throttle, whose row triggers partitions inherit.";
+
+	if (form->relkind == RELKIND_RELATION && form->relhassubclass &&
+		find_inheritance_children(RelationGetRelid(rel), NoLock) != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("trigger \"%s\" on table \"%s\" cannot limit the rows of its inheritance children",
+						trigger, name),
+				 errdetail("Rows written straight into a child table fire none of the parent's triggers."),
+				 errhint("Create the trigger on each child table, or make the table a partitioned table.")));
+	if (!transition)
+		return;
+	if (form->relkind == RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("trigger \"%s\" on partitioned table \"%s\" cannot see rows written straight into its partitions",
+						trigger, name),
+				 errdetail("A statement trigger fires only for statements on its own table, and its transition table holds only their rows."),
+				 errhint("%s", pair_hint)));
+	if (form->relispartition || has_superclass(RelationGetRelid(rel)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("trigger \"%s\" on table \"%s\" cannot see rows written through its parent table",
+						trigger, name),
+				 errdetail("A statement on the parent table fires the parent's statement triggers, not those of \"%s\".",
+						   name),
+				 errhint("%s", pair_hint)));
+}
+
+/*
  * The table a trigger was created on.  A row trigger on a partitioned
  * table is cloned onto each partition and fires there; the limiter must
  * be the parent's, or rows of one key landing in different partitions
@@ -198,6 +333,11 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	if (conf != NULL && conf->tgoid == trigger->tgoid)
 		return conf;
 
+	/* The table first: no argument of a trigger on it could help. */
+	rl_trigger_check_table(trigger->tgname, rel,
+						   TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event) &&
+						   trigger->tgnewtable != NULL);
+
 	context.callback = rl_conf_context;
 	context.arg = trigdata;
 	context.previous = error_context_stack;
@@ -208,6 +348,8 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	conf->tgoid = trigger->tgoid;
 	conf->trigger = pstrdup(trigger->tgname);
 	owner = rl_trigger_owner(trigger, rel);
+	conf->relid = owner;
+	conf->after = TRIGGER_FIRED_AFTER(trigdata->tg_event);
 	conf->table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(owner)),
 											 get_rel_name(owner));
 
@@ -227,6 +369,7 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	conf->cols = palloc(sizeof(AttrNumber) * conf->ncols);
 	conf->colnames = palloc(sizeof(char *) * conf->ncols);
 	conf->outfuncs = palloc(sizeof(FmgrInfo) * conf->ncols);
+	conf->forms = palloc(sizeof(RlKeyForm) * conf->ncols);
 	i = 0;
 	foreach(lc, cols)
 	{
@@ -242,6 +385,8 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 								psprintf("column \"%s\" is listed twice", name));
 		}
 		conf->colnames[i] = pstrdup(quote_identifier(name));
+		conf->forms[i] = rl_key_form(trigdata, name,
+									 TupleDescAttr(RelationGetDescr(rel), conf->cols[i] - 1));
 		getTypeOutputInfo(TupleDescAttr(RelationGetDescr(rel), conf->cols[i] - 1)->atttypid,
 						  &typoutput, &varlena);
 		fmgr_info_cxt(typoutput, &conf->outfuncs[i], fcinfo->flinfo->fn_mcxt);
@@ -289,6 +434,111 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 }
 
 /*
+ * A key column value's text, in the column's form (rl_key_form): the
+ * same for equal values under any settings.  For the common types it is
+ * the output text, as in 0.1.0, so their limiters survive the upgrade.
+ */
+static char *
+rl_key_text(RlTriggerConf *conf, int col, Datum value)
+{
+	char		buf[MAXDATELEN + 1];
+	struct pg_tm tm;
+	fsec_t		fsec;
+	char	   *text;
+	int			len;
+
+	switch (conf->forms[col])
+	{
+		case RL_KEY_OUTPUT:
+			break;
+		case RL_KEY_BPCHAR:
+			text = OutputFunctionCall(&conf->outfuncs[col], value);
+			len = strlen(text);
+			while (len > 0 && text[len - 1] == ' ')
+				text[--len] = '\0';
+			return text;
+		case RL_KEY_NUMERIC:
+			/* 1.50 = 1.5: drop the zeros scale added.  NaN has no point. */
+			text = OutputFunctionCall(&conf->outfuncs[col], value);
+			if (strchr(text, '.') != NULL)
+			{
+				len = strlen(text);
+				while (text[len - 1] == '0')
+					text[--len] = '\0';
+				if (text[len - 1] == '.')
+					text[--len] = '\0';
+			}
+			return text;
+		case RL_KEY_DATE:
+			{
+				DateADT		date = DatumGetDateADT(value);
+
+				if (DATE_NOT_FINITE(date))
+					EncodeSpecialDate(date, buf);
+				else
+				{
+					j2date(date + POSTGRES_EPOCH_JDATE,
+						   &tm.tm_year, &tm.tm_mon, &tm.tm_mday);
+					EncodeDateOnly(&tm, USE_ISO_DATES, buf);
+				}
+				return pstrdup(buf);
+			}
+		case RL_KEY_TIMESTAMP:
+		case RL_KEY_TIMESTAMPTZ:
+			{
+				Timestamp	ts = DatumGetTimestamp(value);
+
+				/* Without a time zone to convert to, the fields are UTC's. */
+				if (TIMESTAMP_NOT_FINITE(ts))
+					EncodeSpecialTimestamp(ts, buf);
+				else if (timestamp2tm(ts, NULL, &tm, &fsec, NULL, NULL) == 0)
+				{
+					tm.tm_isdst = 0;	/* or the zone (+00) is left out */
+					EncodeDateTime(&tm, fsec,
+								   conf->forms[col] == RL_KEY_TIMESTAMPTZ, 0,
+								   NULL, USE_ISO_DATES, buf);
+				}
+				else
+					ereport(ERROR,
+							(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+							 errmsg("timestamp out of range")));
+				return pstrdup(buf);
+			}
+	}
+	return OutputFunctionCall(&conf->outfuncs[col], value);
+}
+
+/*
+ * A copy of a configuration in cxt, for counts that may be checked after
+ * the statement that made them has gone (rl_trigger_statement.c).
+ */
+RlTriggerConf *
+rl_trigger_conf_copy(const RlTriggerConf *conf, MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	RlTriggerConf *copy = palloc(sizeof(RlTriggerConf));
+
+	*copy = *conf;
+	copy->trigger = pstrdup(conf->trigger);
+	copy->table = pstrdup(conf->table);
+	copy->cols = palloc(sizeof(AttrNumber) * conf->ncols);
+	memcpy(copy->cols, conf->cols, sizeof(AttrNumber) * conf->ncols);
+	copy->colnames = palloc(sizeof(char *) * conf->ncols);
+	copy->outfuncs = palloc(sizeof(FmgrInfo) * conf->ncols);
+	copy->forms = palloc(sizeof(RlKeyForm) * conf->ncols);
+	for (int i = 0; i < conf->ncols; i++)
+	{
+		copy->colnames[i] = pstrdup(conf->colnames[i]);
+		fmgr_info_cxt(conf->outfuncs[i].fn_oid, &copy->outfuncs[i], cxt);
+		copy->forms[i] = conf->forms[i];
+	}
+	copy->costname = conf->costname ? pstrdup(conf->costname) : NULL;
+	copy->statement = NULL;
+	MemoryContextSwitchTo(old);
+	return copy;
+}
+
+/*
  * Builds a limiter key (table:col='value',...) from key column values,
  * and, unless desc is NULL, the description errors show ((col, ...)=
  * (value, ...), as unique violations do).
@@ -330,7 +580,7 @@ rl_trigger_key_values(RlTriggerConf *conf, const Datum *values,
 		}
 		else
 		{
-			char	   *text = OutputFunctionCall(&conf->outfuncs[i], values[i]);
+			char	   *text = rl_key_text(conf, i, values[i]);
 
 			appendStringInfoString(key, quote_literal_cstr(text));
 			if (desc)
@@ -448,12 +698,13 @@ rl_trigger_denied(RlTriggerConf *conf, const char *desc, const RlAnswer *answer)
 }
 
 /*
- * rl_throttle(): BEFORE INSERT OR UPDATE ... FOR EACH ROW
+ * rl_throttle(): BEFORE or AFTER INSERT OR UPDATE ... FOR EACH ROW
  *
  * One check per row, of the row's key with the row's cost.  Denied:
  * 'raise' fails the statement (the checks of earlier rows stay spent, as
  * every Redis limit does, even if the transaction rolls back); 'skip'
- * drops this row and lets the statement go on.
+ * drops this row and lets the statement go on (BEFORE only).  An AFTER
+ * trigger fires once row-level security and constraints passed the row.
  */
 Datum
 rl_throttle(PG_FUNCTION_ARGS)
@@ -472,16 +723,23 @@ rl_throttle(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("rl_throttle: not called by the trigger manager")));
-	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+	if (TRIGGER_FIRED_INSTEAD(trigdata->tg_event) ||
 		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
 		!(TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) ||
 		  TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event)))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("rl_throttle must be fired BEFORE INSERT or UPDATE FOR EACH ROW"),
+				 errmsg("rl_throttle must be fired BEFORE or AFTER INSERT or UPDATE FOR EACH ROW"),
 				 errhint("For statement-level throttling use rl_throttle_statement in an AFTER ... FOR EACH STATEMENT trigger.")));
 
 	conf = rl_trigger_conf(fcinfo, trigdata);
+	if (conf->skip && conf->after)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid argument 5 of trigger \"%s\" on table \"%s\": an AFTER trigger cannot skip rows",
+						conf->trigger, RelationGetRelationName(trigdata->tg_relation)),
+				 errdetail("An AFTER trigger fires once the row is written."),
+				 errhint("Use \"raise\", or a BEFORE ... FOR EACH ROW trigger to skip rows.")));
 	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 	{
 		slot = trigdata->tg_newslot;
@@ -497,6 +755,8 @@ rl_throttle(PG_FUNCTION_ARGS)
 	initStringInfo(&desc);
 	rl_trigger_key(conf, slot, &key, &desc);
 	cost = rl_trigger_cost(conf, slot);
+	if (conf->after)
+		row = NULL;				/* an AFTER trigger's result is ignored */
 	if (cost == 0)
 		return PointerGetDatum(row);	/* consumes nothing, cannot be denied */
 	redis_key = rl_trigger_redis_key(conf, key.data);

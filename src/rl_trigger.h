@@ -18,18 +18,35 @@
 
 #include "ratelimit.h"
 
+/*
+ * How a key column's value becomes key text (rl_trigger.c): each form
+ * gives equal values one text whatever the session's settings.
+ */
+typedef enum RlKeyForm
+{
+	RL_KEY_OUTPUT,				/* the type's output: integers, text, ... */
+	RL_KEY_BPCHAR,				/* output without trailing blanks */
+	RL_KEY_NUMERIC,				/* output without trailing fraction zeros */
+	RL_KEY_DATE,				/* ISO */
+	RL_KEY_TIMESTAMP,			/* ISO */
+	RL_KEY_TIMESTAMPTZ			/* ISO, in UTC */
+} RlKeyForm;
+
 /* A trigger's arguments, checked once per statement. */
 typedef struct RlTriggerConf
 {
 	Oid			tgoid;			/* the trigger these belong to */
 	char	   *trigger;		/* its name */
-	char	   *table;			/* schema-qualified, quoted as needed */
+	Oid			relid;			/* the table the trigger was created on */
+	char	   *table;			/* its name, schema-qualified, quoted */
 	int			ncols;			/* key columns */
 	AttrNumber *cols;
 	char	  **colnames;		/* quoted as identifiers */
 	FmgrInfo   *outfuncs;		/* their types' output functions */
+	RlKeyForm  *forms;			/* how each becomes key text */
 	RlLimiter	limiter;
 	bool		skip;			/* on_deny = 'skip' */
+	bool		after;			/* fired AFTER the row is written */
 	AttrNumber	costcol;		/* 0: every row costs 1 */
 	Oid			costtype;
 	char	   *costname;
@@ -67,6 +84,12 @@ extern void rl_trigger_raise(RlTriggerConf *conf, const char *detail,
 							 const RlAnswer *answer) pg_attribute_noreturn();
 extern void rl_trigger_denied(RlTriggerConf *conf, const char *desc,
 							  const RlAnswer *answer) pg_attribute_noreturn();
+
+extern RlTriggerConf *rl_trigger_conf_copy(const RlTriggerConf *conf,
+										   MemoryContext cxt);
+extern void rl_trigger_check_table(const char *trigger, Relation rel,
+								   bool transition);
+extern void rl_trigger_hooks_init(void);
 
 extern RlGroups *rl_groups_create(RlTriggerConf *conf, TupleDesc tupdesc,
 								  MemoryContext parent);

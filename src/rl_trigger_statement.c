@@ -22,7 +22,8 @@
  *			FOR EACH STATEMENT EXECUTE FUNCTION
  *			rl_throttle_statement('author_id', 'sliding_log', '10', '1 minute');
  *
- *	 It counts exactly the rows written, and works on partitioned tables.
+ *	 It counts exactly the rows written.  It refuses partitioned tables,
+ *	 partitions and inheritance, whose other statements it cannot see.
  *
  * - Two triggers with the same arguments: a BEFORE ... FOR EACH ROW one
  *	 that only counts each row, in memory, and an AFTER ... FOR EACH
@@ -39,6 +40,24 @@
  * back subtransaction drops its counts, and the list lives in the
  * transaction's memory.
  *
+ * Some rows fire the row half and never the statement half: on a
+ * partitioned table PostgreSQL puts the row half on every partition, but
+ * a statement on a partition (INSERT, COPY) fires the partition's
+ * statement triggers only, not the parent's; a pair on a partition
+ * or an inheritance child counts the rows a statement on the parent
+ * writes there.  So when a query or utility statement ends (the
+ * executor's and ProcessUtility's hooks; the library is always
+ * preloaded) whatever it counted and nothing checked is checked then,
+ * and anything still left at commit is checked before the commit.
+ * The counts of a partition's rows go under the table the trigger was
+ * created on, whose key they use and whose statement half checks them.
+ *
+ * The transition-table form cannot see rows that bypass its table's
+ * statements, so it refuses a partitioned table, a partition and both
+ * ends of an inheritance (rl_trigger_check_table), when it is created
+ * and when it fires.  The ProcessUtility hook checks every new trigger
+ * of ours as its first firing would (rl_check_created_trigger).
+ *
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
@@ -48,15 +67,23 @@
  */
 #include "postgres.h"
 
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_language.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_trigger.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
 #include "rl_trigger.h"
@@ -67,9 +94,11 @@ PG_FUNCTION_INFO_V1(rl_throttle_statement);
 typedef struct RlPending
 {
 	struct RlPending *next;
-	Oid			relid;
+	Oid			relid;			/* the table the triggers were created on */
 	char	   *args;			/* the triggers' arguments, joined */
 	int			level;			/* subtransaction nesting level */
+	int			depth;			/* rl_depth when its first row was counted */
+	RlTriggerConf *conf;		/* a copy, to check them with */
 	RlGroups   *groups;
 } RlPending;
 
@@ -90,6 +119,15 @@ static RlPending *rl_pending = NULL;
 static uint64 rl_generation = 0;
 
 static bool rl_subxact_registered = false;
+
+/* Queries and utility statements running (hooks below). */
+static int	rl_depth = 0;
+
+static ExecutorRun_hook_type rl_prev_executor_run = NULL;
+static ExecutorFinish_hook_type rl_prev_executor_finish = NULL;
+static ProcessUtility_hook_type rl_prev_process_utility = NULL;
+
+static void rl_check_groups(RlTriggerConf *conf, RlGroups *groups);
 
 /* The transaction's memory is going: so are its pending counts. */
 static void
@@ -153,6 +191,42 @@ rl_pending_find(Oid relid, const char *args)
 	return NULL;
 }
 
+/*
+ * Checks the counts that queries at depths above depth, at this level or
+ * deeper, left unchecked (all of them, with depth -1).  Each entry leaves
+ * the list before its check, so it is checked once whatever happens.
+ */
+static void
+rl_pending_check_left(int depth)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	while (rl_pending != NULL)
+	{
+		RlPending  *entry = rl_pending;
+		MemoryContext cxt;
+
+		while (entry != NULL && (entry->depth <= depth || entry->level < level))
+			entry = entry->next;
+		if (entry == NULL)
+			return;
+		rl_pending_unlink(entry);
+		cxt = rl_groups_context(entry->groups);
+		MemoryContextSetParent(cxt, CurrentMemoryContext);
+		rl_check_groups(entry->conf, entry->groups);
+		MemoryContextDelete(cxt);
+	}
+}
+
+/* Counts left at commit are checked before it. */
+static void
+rl_pending_xact(XactEvent event, void *arg)
+{
+	if ((event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE) &&
+		rl_pending != NULL)
+		rl_pending_check_left(-1);
+}
+
 /* A new, empty entry for the table and arguments at this level. */
 static RlPending *
 rl_pending_create(RlTriggerConf *conf, Relation rel, const char *args)
@@ -160,9 +234,12 @@ rl_pending_create(RlTriggerConf *conf, Relation rel, const char *args)
 	RlPending  *entry;
 	RlGroups   *groups;
 
+	/* Without the hooks, counts no statement half takes would be lost. */
+	rl_require_preload();
 	if (!rl_subxact_registered)
 	{
 		RegisterSubXactCallback(rl_pending_subxact, NULL);
+		RegisterXactCallback(rl_pending_xact, NULL);
 		rl_subxact_registered = true;
 	}
 	if (rl_pending_cxt == NULL)
@@ -180,9 +257,11 @@ rl_pending_create(RlTriggerConf *conf, Relation rel, const char *args)
 	}
 	groups = rl_groups_create(conf, RelationGetDescr(rel), rl_pending_cxt);
 	entry = MemoryContextAlloc(rl_groups_context(groups), sizeof(RlPending));
-	entry->relid = RelationGetRelid(rel);
+	entry->relid = conf->relid;
 	entry->args = MemoryContextStrdup(rl_groups_context(groups), args);
 	entry->level = GetCurrentTransactionNestLevel();
+	entry->depth = rl_depth;
+	entry->conf = rl_trigger_conf_copy(conf, rl_groups_context(groups));
 	entry->groups = groups;
 	entry->next = rl_pending;
 	rl_pending = entry;
@@ -278,15 +357,13 @@ rl_count_row(FunctionCallInfo fcinfo, TriggerData *trigdata,
 	Relation	rel = trigdata->tg_relation;
 	bool		update = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event);
 
-	if (!state->partnered)
+	/*
+	 * A partition's copy of the row half has its partner on the table it
+	 * was created on; the rows it counts are checked when the statement
+	 * ends in any case.
+	 */
+	if (!state->partnered && !trigdata->tg_trigger->tgisclone)
 	{
-		if (trigdata->tg_trigger->tgisclone)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("trigger \"%s\" on partitioned table \"%s\" cannot count rows per statement",
-							conf->trigger, conf->table),
-					 errdetail("Its rows reach a partition, where no statement trigger checks them."),
-					 errhint("On a partitioned table use one AFTER ... FOR EACH STATEMENT trigger with REFERENCING NEW TABLE AS rl_new.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("trigger \"%s\" on table \"%s\" has no statement trigger to check its rows",
@@ -299,7 +376,7 @@ rl_count_row(FunctionCallInfo fcinfo, TriggerData *trigdata,
 	if (state->pending == NULL || state->generation != rl_generation ||
 		state->pending->level != GetCurrentTransactionNestLevel())
 	{
-		state->pending = rl_pending_find(RelationGetRelid(rel), state->args);
+		state->pending = rl_pending_find(conf->relid, state->args);
 		if (state->pending == NULL)
 			state->pending = rl_pending_create(conf, rel, state->args);
 		state->generation = rl_generation;
@@ -439,8 +516,7 @@ rl_throttle_statement(PG_FUNCTION_ARGS)
 	 * Take the counts out of the list first: whatever happens below, they
 	 * are checked once, and go with this call's memory.
 	 */
-	pending = rl_pending_find(RelationGetRelid(trigdata->tg_relation),
-							  state->args);
+	pending = rl_pending_find(conf->relid, state->args);
 	if (pending == NULL)
 		return PointerGetDatum(NULL);
 	rl_pending_unlink(pending);
@@ -448,4 +524,170 @@ rl_throttle_statement(PG_FUNCTION_ARGS)
 	MemoryContextSetParent(cxt, CurrentMemoryContext);
 	rl_check_groups(conf, pending->groups);
 	return PointerGetDatum(NULL);
+}
+
+/*
+ * The hooks below keep rl_depth, the number of queries and utility
+ * statements running, so that each can check the rows counted while it
+ * ran (at a greater depth) and no one else's: a nested query must not
+ * check its outer statement's counts, or a PL/pgSQL block that catches
+ * the denial would drop them unchecked.
+ */
+static void
+rl_executor_run(QueryDesc *queryDesc, ScanDirection direction, uint64 count,
+				bool execute_once)
+{
+	rl_depth++;
+	PG_TRY();
+	{
+		if (rl_prev_executor_run)
+			rl_prev_executor_run(queryDesc, direction, count, execute_once);
+		else
+			standard_ExecutorRun(queryDesc, direction, count, execute_once);
+	}
+	PG_FINALLY();
+	{
+		rl_depth--;
+	}
+	PG_END_TRY();
+}
+
+/*
+ * After the query's AFTER triggers (its statement halves among them)
+ * fired: checks what it counted and they did not.
+ */
+static void
+rl_executor_finish(QueryDesc *queryDesc)
+{
+	rl_depth++;
+	PG_TRY();
+	{
+		if (rl_prev_executor_finish)
+			rl_prev_executor_finish(queryDesc);
+		else
+			standard_ExecutorFinish(queryDesc);
+	}
+	PG_FINALLY();
+	{
+		rl_depth--;
+	}
+	PG_END_TRY();
+	if (rl_pending != NULL)
+		rl_pending_check_left(rl_depth);
+}
+
+/*
+ * Whether a trigger's function is one of ours, by its C symbol (the
+ * extension's schema is the user's choice).
+ */
+static bool
+rl_is_own_function(Oid funcoid, const char *symbol)
+{
+	HeapTuple	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcoid));
+	bool		ours = false;
+
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	if (((Form_pg_proc) GETSTRUCT(tuple))->prolang == ClanguageId)
+	{
+		bool		isnull;
+		Datum		src = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_prosrc,
+										  &isnull);
+
+		ours = !isnull && strcmp(TextDatumGetCString(src), symbol) == 0;
+	}
+	ReleaseSysCache(tuple);
+	return ours;
+}
+
+/*
+ * CREATE TRIGGER, once done: an rl_throttle or rl_throttle_statement
+ * trigger for INSERT or UPDATE has its arguments, key column types and
+ * table checked as its first firing would check them (rl_trigger_conf),
+ * so a mistake shows at once and the trigger is not created.  The way it
+ * fires (BEFORE, AFTER, the level) is checked when it fires.
+ */
+static void
+rl_check_created_trigger(CreateTrigStmt *stmt)
+{
+	Oid			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	Relation	rel;
+	TriggerDesc *desc;
+
+	if (!OidIsValid(relid))
+		return;
+	rel = table_open(relid, NoLock);
+	desc = rel->trigdesc;
+	for (int i = 0; desc != NULL && i < desc->numtriggers; i++)
+	{
+		Trigger    *trigger = &desc->triggers[i];
+		int16		type = trigger->tgtype;
+		TriggerData trigdata = {0};
+		FmgrInfo	flinfo = {0};
+
+		LOCAL_FCINFO(fcinfo, 0);
+
+		if (strcmp(trigger->tgname, stmt->trigname) != 0 ||
+			TRIGGER_FOR_INSTEAD(type) ||
+			!(TRIGGER_FOR_INSERT(type) || TRIGGER_FOR_UPDATE(type)) ||
+			!(rl_is_own_function(trigger->tgfoid, "rl_throttle") ||
+			  rl_is_own_function(trigger->tgfoid, "rl_throttle_statement")))
+			continue;
+		trigdata.type = T_TriggerData;
+		trigdata.tg_event =
+			(TRIGGER_FOR_BEFORE(type) ? TRIGGER_EVENT_BEFORE : TRIGGER_EVENT_AFTER) |
+			(TRIGGER_FOR_ROW(type) ? TRIGGER_EVENT_ROW : 0) |
+			(TRIGGER_FOR_INSERT(type) ? TRIGGER_EVENT_INSERT : TRIGGER_EVENT_UPDATE);
+		trigdata.tg_relation = rel;
+		trigdata.tg_trigger = trigger;
+		flinfo.fn_mcxt = CurrentMemoryContext;
+		fcinfo->flinfo = &flinfo;
+		(void) rl_trigger_conf(fcinfo, &trigdata);
+	}
+	table_close(rel, NoLock);
+}
+
+/*
+ * Utility statements: COPY counts rows outside any query, and CREATE
+ * TRIGGER is checked here.
+ */
+static void
+rl_process_utility(PlannedStmt *pstmt, const char *queryString,
+				   bool readOnlyTree, ProcessUtilityContext context,
+				   ParamListInfo params, QueryEnvironment *queryEnv,
+				   DestReceiver *dest, QueryCompletion *qc)
+{
+	rl_depth++;
+	PG_TRY();
+	{
+		if (rl_prev_process_utility)
+			rl_prev_process_utility(pstmt, queryString, readOnlyTree, context,
+									params, queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+									params, queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		rl_depth--;
+	}
+	PG_END_TRY();
+	if (!IsTransactionState())
+		return;
+	if (IsA(pstmt->utilityStmt, CreateTrigStmt))
+		rl_check_created_trigger((CreateTrigStmt *) pstmt->utilityStmt);
+	if (rl_pending != NULL)
+		rl_pending_check_left(rl_depth);
+}
+
+/* Installs the hooks; called from _PG_init when preloaded. */
+void
+rl_trigger_hooks_init(void)
+{
+	rl_prev_executor_run = ExecutorRun_hook;
+	ExecutorRun_hook = rl_executor_run;
+	rl_prev_executor_finish = ExecutorFinish_hook;
+	ExecutorFinish_hook = rl_executor_finish;
+	rl_prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = rl_process_utility;
 }
