@@ -248,8 +248,8 @@ SELECT * FROM trig_error($$INSERT INTO trig_bulk_cost VALUES (4, NULL)$$);
 SELECT * FROM trig_error($$INSERT INTO trig_bulk_cost VALUES (4, 11)$$);
 SELECT * FROM trig_peek('public.trig_bulk_cost:owner=''4''', 'gcra', 10, '10 seconds');
 
--- Many keys in one statement: 2000 authors, 2 rows each, checked 100
--- keys per script run (20 runs), so no script holds Redis for long.
+-- Many keys in one statement: 2000 authors, 2 rows each, checked 64
+-- keys per script run (32 runs), so no script holds Redis for long.
 CREATE TABLE trig_wide (author_id int);
 CREATE TRIGGER trig_wide_throttle AFTER INSERT ON trig_wide
 	REFERENCING NEW TABLE AS rl_new

@@ -37,9 +37,9 @@
 #include "rl_trigger.h"
 
 /*
- * Distinct keys per statement.  rl_trigger_statement.c checks them 100
+ * Distinct keys per statement.  rl_trigger_statement.c checks them 64
  * per script run, so no script blocks Redis for long; the cap bounds the
- * round trips (100) and the memory one statement takes.
+ * round trips (157) and the memory one statement takes.
  */
 #define RL_MAX_STATEMENT_KEYS	10000
 

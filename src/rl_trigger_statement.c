@@ -6,10 +6,10 @@
  * A row trigger costs a round trip per row; a bulk INSERT ... SELECT or
  * COPY of a million rows would spend minutes talking to Redis.  This
  * trigger groups a statement's rows by key (cost = rows, or the sum of
- * the cost column) and checks up to 100 keys per script run: all or
+ * the cost column) and checks up to 64 keys per script run: all or
  * nothing.  If any key would go over its limit nothing is consumed
  * anywhere and the statement fails with the row trigger's error;
- * otherwise every key's cost is consumed.  More keys are checked 100 at
+ * otherwise every key's cost is consumed.  More keys are checked 64 at
  * a time, so that no script blocks Redis for long; a refusal then leaves
  * the chunks checked before it consumed (see rl_check_groups).  A script
  * touches all of its keys, so they must all live on one Redis node (no
@@ -340,12 +340,12 @@ rl_read_transition(RlTriggerConf *conf, TriggerData *trigdata)
 }
 
 /*
- * Keys per script run.  A script blocks Redis while it runs, about 10 us
+ * Keys per script run.  A script blocks Redis while it runs, 12 to 28 us
  * a key on the reference machine (test/t/011_redis_work.pl measures it),
- * so a chunk of 100 keys holds every other client back for a millisecond
- * or two, whatever the statement.
+ * so a chunk of 64 keys holds every other client back for about a
+ * millisecond, whatever the statement.
  */
-#define RL_STATEMENT_CHUNK	100
+#define RL_STATEMENT_CHUNK	64
 
 /*
  * The statement's end, in either form: checks and consumes the keys'
