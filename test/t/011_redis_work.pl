@@ -12,7 +12,9 @@
 #    quantities that bound them are: keys per script, members stored.
 # 2. Six pgbench sessions send those calls in a loop while a victim calls
 #    a quiet key: the victim gets no answer from the failure policy, and
-#    its latency is published against its latency alone.
+#    its latency is published against its latency alone.  First without
+#    rl_allow's own sliding log (the statement trigger, rl_allow_many,
+#    rl_allow_layered), then with it.
 
 use strict;
 use warnings;
@@ -327,56 +329,70 @@ my %atk = (
 	  . "FROM generate_series(1, 1000) g), 'sliding_log', 100000, '1 second', $log_cost);",
 	stmt => "BEGIN;\nINSERT INTO atk_stmt SELECT :k * 10000 + g FROM generate_series(1, 10000) g;\n"
 	  . "ROLLBACK;");
-my @files;
+my %file;
 for my $name (sort keys %atk)
 {
-	my $file = $node->basedir . "/atk_$name.sql";
-	PostgreSQL::Test::Utils::append_to_file($file,
+	$file{$name} = $node->basedir . "/atk_$name.sql";
+	PostgreSQL::Test::Utils::append_to_file($file{$name},
 		"\\set k random(1, 1000000000)\n$atk{$name}\n");
-	push @files, '-f', "$file\@" . ($name eq 'allow' ? 3 : 1);
 }
-$redis->cmd('SLOWLOG', 'RESET');
-$redis->cmd('CONFIG', 'RESETSTAT');
-my $secs = 8;
-my ($bout, $berr) = ('', '');
-my $bench;
-{
-	local $ENV{PGOPTIONS} = '-c ratelimit.command_timeout=60000';
-	$bench = IPC::Run::start [
-		'pgbench', '-n', '-c', 6, '-j', 2, '-T', $secs, @files,
-		'-h', $node->host, '-p', $node->port, 'postgres'
-	  ],
-	  '<', \undef, '>', \$bout, '2>', \$berr;
-}
-usleep(1_000_000);
-my ($p1, $med1, $max1, $c1) = victim_run();
-$bench->finish;
-my ($tx) = $bout =~ /actually processed: (\d+)/;
-note "attackers: pgbench -c 6 -T $secs, $tx transactions";
-note $berr if $berr =~ /ERROR/;
 
-my $log = $redis->cmd('SLOWLOG', 'GET', -1);
-my $attack_max = 0;
-for my $e (@$log)
+# Six pgbench sessions send the given scripts (name => weight) for a few
+# seconds while the victim makes its calls.
+sub attack
 {
-	$attack_max = $e->[2]
-	  if $e->[2] > $attack_max && uc($e->[3][0]) =~ /^EVAL/;
+	my ($label, %weight) = @_;
+	my @files = map { ('-f', "$file{$_}\@$weight{$_}") } sort keys %weight;
+	$redis->cmd('SLOWLOG', 'RESET');
+	$redis->cmd('CONFIG', 'RESETSTAT');
+	my $secs = 6;
+	my ($bout, $berr) = ('', '');
+	my $bench;
+	my $t0 = time;
+	{
+		local $ENV{PGOPTIONS} = '-c ratelimit.command_timeout=60000';
+		$bench = IPC::Run::start [
+			'pgbench', '-n', '-c', 6, '-j', 2, '-T', $secs, @files,
+			'-h', $node->host, '-p', $node->port, 'postgres'
+		  ],
+		  '<', \undef, '>', \$bout, '2>', \$berr;
+	}
+	usleep(1_000_000);
+	my ($p1, $med1, $max1, $c1) = victim_run();
+	$bench->finish;
+	my $elapsed = time - $t0;
+	my ($tx) = $bout =~ /actually processed: (\d+)/;
+	note "attackers ($label): pgbench -c 6 -T $secs, $tx transactions";
+	note $berr if $berr =~ /ERROR/;
+
+	my $log = $redis->cmd('SLOWLOG', 'GET', -1);
+	my $attack_max = 0;
+	for my $e (@$log)
+	{
+		$attack_max = $e->[2]
+		  if $e->[2] > $attack_max && uc($e->[3][0]) =~ /^EVAL/;
+	}
+	my $evalsha = $redis->cmdstat('evalsha');
+	my $busy = ($evalsha->{usec} // 0) / ($elapsed * 1e6);
+	note sprintf('victim beside %s: %d policy answers (%d counted), median %.2f ms, '
+		  . 'max %.2f ms; longest script meanwhile %s; evalsha %d calls, %s us per call; '
+		  . 'Redis ran scripts %.0f %% of the time',
+		$label, $p1, $c1, $med1, $max1, ms($attack_max), $evalsha->{calls},
+		$evalsha->{usec_per_call} // '?', $busy * 100);
+	is($p1, 0, "victim beside $label: no policy answer (remaining never unknown)");
+	is($c1, 0, "victim beside $label: rl_status counts no fail-open or fail-closed answer");
+	ok($tx > 0, "attackers ($label) ran ($tx transactions)");
+	fact('figure.011', sprintf('victim: 100 calls beside 6 sessions sending %s: '
+		  . '%d policy answers; median %.2f ms (alone %.2f, x%.1f), max %.2f ms (alone %.2f, x%.1f); '
+		  . 'longest script meanwhile %s; Redis ran scripts %.0f %% of the time',
+		$label, $c1, $med1, $med0, $med1 / ($med0 || 1), $max1, $max0,
+		$max1 / ($max0 || 1), ms($attack_max), $busy * 100));
 }
-my $evalsha = $redis->cmdstat('evalsha');
-my $busy = ($evalsha->{usec} // 0) / ($secs * 1e6);
-note sprintf('Redis ran scripts %.0f %% of the attack', $busy * 100);
-note sprintf('victim under attack: %d policy answers (%d counted), median %.2f ms, '
-	  . 'max %.2f ms; longest script meanwhile %s; evalsha %d calls, %s us per call',
-	$p1, $c1, $med1, $max1, ms($attack_max), $evalsha->{calls},
-	$evalsha->{usec_per_call} // '?');
-is($p1, 0, 'victim under attack: no policy answer (remaining never unknown)');
-is($c1, 0, 'victim under attack: rl_status counts no fail-open or fail-closed answer');
-ok($tx > 0, "attackers ran ($tx transactions)");
-fact('figure.011', sprintf('victim: 100 calls beside 6 sessions sending the worst calls: '
-	  . '%d policy answers; median %.2f ms (alone %.2f, x%.1f), max %.2f ms (alone %.2f, x%.1f); '
-	  . 'longest script meanwhile %s; Redis ran scripts %.0f %% of the time',
-	$c1, $med1, $med0, $med1 / ($med0 || 1), $max1, $max0, $max1 / ($max0 || 1),
-	ms($attack_max), $busy * 100));
+
+attack('statement triggers (10000 keys), rl_allow_many (1000 keys) and rl_allow_layered (16 rules)',
+	stmt => 1, many => 1, layered => 1);
+attack('those and rl_allow sliding_log of cost 100000',
+	allow => 3, stmt => 1, many => 1, layered => 1);
 
 $_->quit for ($s, $v);
 $node->stop;
