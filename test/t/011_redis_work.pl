@@ -327,7 +327,7 @@ my %atk = (
 	layered => "SELECT allowed FROM rl_allow_layered('atkl:' || :k, $rules, $log_cost);",
 	many => "SELECT count(*) FROM rl_allow_many(ARRAY(SELECT 'atkm:' || :k || ':' || g "
 	  . "FROM generate_series(1, 1000) g), 'sliding_log', 100000, '1 second', $log_cost);",
-	stmt => "BEGIN;\nINSERT INTO atk_stmt SELECT :k * 10000 + g FROM generate_series(1, 10000) g;\n"
+	stmt => "BEGIN;\nINSERT INTO atk_stmt SELECT :k::bigint * 10000 + g FROM generate_series(1, 10000) g;\n"
 	  . "ROLLBACK;");
 my %file;
 for my $name (sort keys %atk)
@@ -390,7 +390,7 @@ sub attack
 }
 
 attack('statement triggers (10000 keys), rl_allow_many (1000 keys) and rl_allow_layered (16 rules)',
-	stmt => 1, many => 1, layered => 1);
+	stmt => 4, many => 1, layered => 1);
 attack('those and rl_allow sliding_log of cost 100000',
 	allow => 3, stmt => 1, many => 1, layered => 1);
 
