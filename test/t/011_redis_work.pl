@@ -52,6 +52,9 @@ sub ms { sprintf('%.2f ms', $_[0] / 1000) }
 # keys => most keys in one script run, out, err}.
 sub measure
 {
+	# Every command, those the script runs included (well below the log's
+	# 100000 entries for any call here).
+	$redis->cmd('CONFIG', 'SET', 'slowlog-log-slower-than', 0);
 	my ($sql) = @_;
 	$redis->cmd('SLOWLOG', 'RESET');
 	my ($out, $err) = rl_run($s, $sql);
@@ -343,6 +346,9 @@ sub attack
 {
 	my ($label, %weight) = @_;
 	my @files = map { ('-f', "$file{$_}\@$weight{$_}") } sort keys %weight;
+	# Redis logs the commands a script runs too: keep only those of 0.5 ms
+	# or more, so that the log holds every long script of the run.
+	$redis->cmd('CONFIG', 'SET', 'slowlog-log-slower-than', 500);
 	$redis->cmd('SLOWLOG', 'RESET');
 	$redis->cmd('CONFIG', 'RESETSTAT');
 	my $secs = 6;
@@ -372,6 +378,11 @@ sub attack
 		$attack_max = $e->[2]
 		  if $e->[2] > $attack_max && uc($e->[3][0]) =~ /^EVAL/;
 	}
+	my @top = sort { $b->[2] <=> $a->[2] } @$log;
+	note sprintf('longest commands meanwhile: %s (%d in the log)',
+		join('; ', map { ms($_->[2]) . ' ' . join(' ', @{ $_->[3] }[ 0 .. 3 ]) }
+			  grep { defined } @top[ 0 .. 2 ]),
+		scalar(@$log));
 	my $evalsha = $redis->cmdstat('evalsha');
 	my $busy = ($evalsha->{usec} // 0) / ($elapsed * 1e6);
 	note sprintf('victim beside %s: %d policy answers (%d counted), median %.2f ms, '
