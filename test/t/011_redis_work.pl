@@ -12,9 +12,10 @@
 #    quantities that bound them are: keys per script, members stored.
 # 2. Six pgbench sessions send those calls in a loop while a victim calls
 #    a quiet key: the victim gets no answer from the failure policy, and
-#    its latency is published against its latency alone.  First without
-#    rl_allow's own sliding log (the statement trigger, rl_allow_many,
-#    rl_allow_layered), then with it.
+#    its latency is published against its latency alone.  First beside
+#    sessions sending ordinary calls, for comparison; then beside the
+#    worst calls of the statement trigger, rl_allow_many and
+#    rl_allow_layered; then with rl_allow's own sliding log among them.
 
 use strict;
 use warnings;
@@ -325,6 +326,8 @@ my $rules = 'ARRAY['
 	map { "('sliding_log', 100000, '" . $_ . " seconds')::rl_rule" } 1 .. 16)
   . ']';
 my %atk = (
+	ordinary => "SELECT allowed FROM rl_allow('ord:' || :k % 1000, 'fixed_window', 1000000, "
+	  . "'1 hour');",
 	allow => "SELECT allowed FROM rl_allow('atk:' || :k, 'sliding_log', 100000, "
 	  . "'1 second', 100000);",
 	layered => "SELECT allowed FROM rl_allow_layered('atkl:' || :k, $rules, $log_cost);",
@@ -400,6 +403,9 @@ sub attack
 		$max1 / ($max0 || 1), ms($attack_max), $busy * 100));
 }
 
+# For comparison: as many sessions sending ordinary calls as fast as
+# they can.
+attack('ordinary rl_allow calls (fixed_window, cost 1)', ordinary => 1);
 attack('statement triggers (10000 keys), rl_allow_many (1000 keys) and rl_allow_layered (16 rules)',
 	stmt => 4, many => 1, layered => 1);
 attack('those and rl_allow sliding_log of cost 100000',
