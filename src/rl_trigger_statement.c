@@ -340,10 +340,12 @@ rl_read_transition(RlTriggerConf *conf, TriggerData *trigdata)
 }
 
 /*
- * Keys per script run.  A script blocks Redis while it runs, 12 to 28 us
+ * Keys per script run.  A script blocks Redis while it runs, 12 to 30 us
  * a key on the reference machine (test/t/011_redis_work.pl measures it),
- * so a chunk of 64 keys holds every other client back for about a
- * millisecond, whatever the statement.
+ * so a chunk of 64 keys holds every other client back for one or two
+ * milliseconds, whatever the statement.  Chunks of 32 halved the wait of
+ * a caller beside six statements of 10 000 keys, but added 5 % to a
+ * 100 000-row INSERT of 1000 keys (test/bench/run.sh); 64 add about 1 %.
  */
 #define RL_STATEMENT_CHUNK	64
 
