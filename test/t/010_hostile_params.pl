@@ -351,7 +351,10 @@ fact('figure.010', 'worst single call (limit and cost at the maximum, 366 days; 
 		$grew++ if $n > $prev + 1;
 		$prev = $n;
 	}
+	my $mix = slowlog_worst()->{$rkey} // -1;
+	note 'SLOWLOG length ' . $redis->cmd('SLOWLOG', 'LEN');
 	# A long log of cost-1 calls, then the call that must search it.
+	$redis->cmd('SLOWLOG', 'RESET');
 	rl_run($ms, 'RESET ratelimit.test_clock_ms');
 	rl_run($ms, "SELECT count(*) FILTER (WHERE (rl_allow('$key:long', 'sliding_log', "
 		  . "100000, '366 days')).allowed) FROM generate_series(1, 5000)");
@@ -363,7 +366,6 @@ fact('figure.010', 'worst single call (limit and cost at the maximum, 366 days; 
 		  . "than one member");
 	my $lw = slowlog_worst();
 	my $long = $lw->{"rl:{$dboid:$key:long}:sliding_log"} // -1;
-	my $mix = $lw->{$rkey} // -1;
 	my $mem = $redis->cmd('MEMORY', 'USAGE', "rl:{$dboid:$key:long}:sliding_log") // 0;
 	fact('figure.010', "sliding_log: worst of $calls calls of random cost $mix us; "
 		  . "worst call on a log of 5000 members (searched by a denial) $long us, key $mem B");
