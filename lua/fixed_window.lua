@@ -5,7 +5,9 @@
 -- an edge, so up to 2 x limit can pass within one window length: that is
 -- the definition, and the demo shows it.
 --
--- State: hash {w = window start (us), n = units used in it}.
+-- State: hash {w = window start (us), n = units used in it}.  State
+-- written under another window is read on the current grid (w rounded
+-- down to a multiple of the window), with at most `limit` units used.
 
 local function fixed_window(key, limit, window, cost, now)
   local start = now - now % window
@@ -13,10 +15,11 @@ local function fixed_window(key, limit, window, cost, now)
   local st = redis.call('HMGET', key, 'w', 'n')
   if st[1] then
     local w = tonumber(st[1])
+    w = w - w % window
     -- A clock that moved back stays in the newest window it has seen.
     if w >= start then
       start = w
-      used = tonumber(st[2])
+      used = math.min(limit, tonumber(st[2]))
     end
   end
 

@@ -6,6 +6,9 @@
 --
 -- State: hash {level = units x unit, ts = time of that level,
 -- unit = the scale (window / gcd(limit, window)) the level is kept in}.
+-- A level written under other parameters is cut to a full bucket of the
+-- current ones as of ts, then drains: no earlier call can make a later
+-- one wait longer than its own cost needs.
 
 local function leaky_bucket(key, limit, window, cost, now)
   local g = rl_gcd(limit, window)
@@ -22,6 +25,9 @@ local function leaky_bucket(key, limit, window, cost, now)
     local was = tonumber(st[3])
     if was ~= unit then
       level = math.ceil(level / was * unit)
+    end
+    if level > full then
+      level = full
     end
     -- A clock that moved back drains nothing.
     if now > ts then

@@ -6,7 +6,11 @@
 -- needs two numbers per key instead of one member per unit.
 --
 -- State: hash {w = current window start (us), cur, prev}.  The weighted
--- sum is kept multiplied by the window length so it stays whole.
+-- sum is kept multiplied by the window length so it stays whole.  State
+-- written under other parameters is read on the current window grid (w
+-- rounded down to a multiple of the window) with counts of at most
+-- `limit`, which is all they can mean: no earlier call can make a later
+-- one wait longer than one window plus its own cost's share of one.
 
 local function sliding_counter(key, limit, window, cost, now)
   local at = now
@@ -15,6 +19,7 @@ local function sliding_counter(key, limit, window, cost, now)
   local st = redis.call('HMGET', key, 'w', 'cur', 'prev')
   if st[1] then
     local w = tonumber(st[1])
+    w = w - w % window
     if w >= start then
       -- Same window; a clock that moved back works from the start of the
       -- newest window seen, where the previous window weighs most.
@@ -22,10 +27,10 @@ local function sliding_counter(key, limit, window, cost, now)
         at = w
       end
       start = w
-      cur = tonumber(st[2])
-      prev = tonumber(st[3])
+      cur = math.min(limit, tonumber(st[2]))
+      prev = math.min(limit, tonumber(st[3]))
     elseif w == start - window then
-      prev = tonumber(st[2])
+      prev = math.min(limit, tonumber(st[2]))
     end
   end
 

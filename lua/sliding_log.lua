@@ -1,42 +1,108 @@
 -- sliding_log.lua
 --
--- Sliding window log: a sorted set holding one member per unit admitted,
--- scored by its time in microseconds.  A call is admitted only if the
--- units in (now - window, now] plus its cost stay within `limit`, so no
--- interval of length `window` ever holds more than `limit` units.
+-- Sliding window log: a call is admitted only if the units in
+-- (now - window, now] plus its cost stay within `limit`, so no interval
+-- of length `window` ever holds more than `limit` units.
 --
--- Members are "<us>-<seq>".  Calls in the same microsecond (or after the
--- clock moved back, which stamps them with the newest time seen) get the
--- next sequence numbers at that time: the members at one time are always
--- numbered 0..n-1, and old entries leave by score, all of a time at once,
--- so n (a ZCOUNT) is the next number.
+-- State: a sorted set with one member per admitted call, scored by its
+-- time in microseconds.  The member is "<cum>:<cost>": cum is the count
+-- of units admitted so far, this call's included, zero-padded to 16
+-- digits so that calls stamped with the same time sort in the order they
+-- came.  The units in the window are then the newest cum minus the cum
+-- before the first call in the window, whatever the costs: every call
+-- does a few O(log n) sorted-set steps, and a denial that must find which
+-- unit leaves when searches the ranks in O(log^2 n).
+--
+-- A call is stamped with the newest time the log has seen if the clock
+-- moved back, so the times never decrease and rank order is call order.
+-- cum is kept below 2^53: past RL_LOG_WRAP it starts again from the
+-- remainder, at a call stamped later than every member (so that no two
+-- members of one time straddle the wrap), and differences are taken
+-- modulo RL_LOG_WRAP.  Expired members go 64 at most per call, or all at
+-- once (UNLINK, freed in the background) when the window is empty.
+--
+-- A log written by 0.1.0 (one member "<us>-<seq>" per unit) is read as
+-- its count of units in the window, all leaving with the newest of them,
+-- and is replaced by one member saying so at the next admitted call: it
+-- never admits more than the old log would have.
+
+local RL_LOG_WRAP = 1000000000000000
+local RL_LOG_PRUNE = 64
+
+-- cum and cost of a member; nil for a 0.1.0 member.
+local function rl_log_member(m)
+  if string.byte(m, 17) ~= 58 then      -- ':'
+    return nil
+  end
+  return tonumber(string.sub(m, 1, 16)), tonumber(string.sub(m, 18))
+end
+
+local function rl_log_text(cum, cost)
+  return string.format('%016d:%d', cum, cost)
+end
 
 local function sliding_log(key, limit, window, cost, now)
-  local stamp = now
-  local seq = 0
+  local floor = now - window
+  local floor_text = rl_num(floor)
+  local stamp, newest_t, cum = now, nil, 0
+  local used, base, first_cost, first_t = 0, 0, 0, nil
+  local legacy = false
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if newest[1] then
-    local t = tonumber(newest[2])
-    if t >= now then
-      stamp = t
-      seq = redis.call('ZCOUNT', key, newest[2], newest[2])
+    newest_t = tonumber(newest[2])
+    if newest_t > now then
+      stamp = newest_t
+    end
+    cum = rl_log_member(newest[1])
+    if newest_t > floor then
+      local first = redis.call('ZRANGEBYSCORE', key, '(' .. floor_text, '+inf',
+                               'WITHSCORES', 'LIMIT', 0, 1)
+      local fcum, fcost = rl_log_member(first[1])
+      if cum and fcum then
+        base = fcum - fcost
+        first_cost = fcost
+        first_t = tonumber(first[2])
+        used = (cum - base) % RL_LOG_WRAP
+      else
+        legacy = true
+        used = redis.call('ZCOUNT', key, '(' .. floor_text, '+inf')
+      end
+    elseif not cum then
+      legacy = true
     end
   end
 
   -- Counted from the caller's clock: after a step back that counts more.
-  local floor = now - window
-  local used = redis.call('ZCOUNT', key, '(' .. rl_num(floor), '+inf')
   local reset = 0
   if used > 0 then
-    reset = tonumber(newest[2]) + window - now
+    reset = newest_t + window - now
   end
 
   if used + cost > limit then
-    -- Wait until enough of the oldest units have left the window.
+    -- Wait until unit number base + k, k = used + cost - limit, has left.
     local k = used + cost - limit
-    local nth = redis.call('ZRANGEBYSCORE', key, '(' .. rl_num(floor), '+inf',
-                           'WITHSCORES', 'LIMIT', k - 1, 1)
-    return false, limit - used, tonumber(nth[2]) + window - now, reset, nil
+    local wait_t = newest_t
+    if legacy then
+      -- Every unit leaves with the newest.
+    elseif k <= first_cost then
+      wait_t = first_t
+    else
+      -- Ranks lo < hi: the member at lo ends before unit base + k, the
+      -- member at hi holds it or ends after it.
+      local lo = redis.call('ZCOUNT', key, '-inf', floor_text)
+      local hi = redis.call('ZCARD', key) - 1
+      while hi - lo > 1 do
+        local mid = math.floor((lo + hi) / 2)
+        local m = redis.call('ZRANGE', key, mid, mid, 'WITHSCORES')
+        if (rl_log_member(m[1]) - base) % RL_LOG_WRAP >= k then
+          hi = mid
+          wait_t = tonumber(m[2])
+        else
+          lo = mid
+        end
+      end
+    end
+    return false, limit - used, wait_t + window - now, reset, nil
   end
 
   if cost == 0 then
@@ -45,20 +111,29 @@ local function sliding_log(key, limit, window, cost, now)
 
   reset = stamp + window - now
   local function apply()
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', rl_num(floor))
-    local at = rl_num(stamp)
-    local args = {}
-    for i = 0, cost - 1 do
-      args[#args + 1] = at
-      args[#args + 1] = at .. '-' .. (seq + i)
-      if #args >= 1000 then
-        redis.call('ZADD', key, unpack(args))
-        args = {}
+    if legacy or used == 0 then
+      -- Nothing in the window is needed any more (or it is a 0.1.0 log):
+      -- start afresh, the old members freed off the main thread.
+      if newest_t then
+        redis.call('UNLINK', key)
+      end
+      cum = 0
+      if used > 0 then
+        cum = used
+        redis.call('ZADD', key, rl_num(newest_t), rl_log_text(cum, cum))
+      end
+    else
+      local expired = redis.call('ZCOUNT', key, '-inf', floor_text)
+      if expired > 0 then
+        redis.call('ZREMRANGEBYRANK', key, 0,
+                   math.min(expired, RL_LOG_PRUNE) - 1)
       end
     end
-    if #args > 0 then
-      redis.call('ZADD', key, unpack(args))
+    cum = cum + cost
+    if cum >= RL_LOG_WRAP and stamp > newest_t then
+      cum = cum - RL_LOG_WRAP
     end
+    redis.call('ZADD', key, rl_num(stamp), rl_log_text(cum, cost))
     rl_expire(key, reset)
   end
   return true, limit - used - cost, 0, reset, apply

@@ -69,7 +69,7 @@ FROM rl_allow_many(ARRAY(SELECT 'batch:k' || g FROM generate_series(1, 1000) g),
 				   'token_bucket', 10, '1 hour', ARRAY(SELECT 4 + 4 * (g % 2) FROM generate_series(1, 1000) g))
 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
 
--- More than 1000 keys go in round trips of 1000 each, still in order:
+-- More than 250 keys go in round trips of 250 each, still in order:
 -- 2500 checks of 3 keys, each key's remaining counting down across them.
 SELECT count(*) AS checks, bool_and(allowed) AS all_allowed,
 	   bool_and(remaining = 1000 - occurrence) AS counted_in_order

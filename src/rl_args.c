@@ -118,7 +118,7 @@ rl_check_limiter(const RlLimiter *limiter)
 				 errmsg("rate limit must be at most " INT64_FORMAT " for %s",
 						cap, rl_algorithm_name(limiter->algorithm)),
 				 limiter->algorithm == RL_SLIDING_LOG ?
-				 errdetail("The sliding log stores one entry per unit.") : 0));
+				 errdetail("The sliding log stores one entry per admitted call, up to the limit per window.") : 0));
 
 	/*
 	 * The buckets and GCRA count in steps of window / gcd(limit, window)

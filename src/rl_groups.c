@@ -37,8 +37,9 @@
 #include "rl_trigger.h"
 
 /*
- * Distinct keys per statement.  They all go into one Lua script, which
- * blocks Redis while it runs; ten thousand keys take a few milliseconds.
+ * Distinct keys per statement.  rl_trigger_statement.c checks them 64
+ * per script run, so no script blocks Redis for long; the cap bounds the
+ * round trips (157) and the memory one statement takes.
  */
 #define RL_MAX_STATEMENT_KEYS	10000
 
@@ -322,8 +323,8 @@ rl_groups_count(RlGroups *groups, RlTriggerConf *conf, uint32 hash,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("statement on table \"%s\" has more than %d distinct rate limit keys",
 							conf->table, RL_MAX_STATEMENT_KEYS),
-					 errdetail("Trigger \"%s\" checks all keys of a statement in one Redis script.",
-							   conf->trigger),
+					 errdetail("Trigger \"%s\" checks at most %d keys in one statement.",
+							   conf->trigger, RL_MAX_STATEMENT_KEYS),
 					 errhint("Split the statement into smaller ones, or use rl_throttle in a row trigger.")));
 		old = MemoryContextSwitchTo(groups->cxt);
 		group = palloc(sizeof(RlGroup));

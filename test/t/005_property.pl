@@ -629,9 +629,10 @@ my %MODEL = (
 		my ($st, $L, $W, $c, $now) = @_;
 		my $start = $now - $now % $W;
 		my $used = 0;
-		if ($st && $st->{w} >= $start)
+		my $w = $st ? $st->{w} - $st->{w} % $W : 0;
+		if ($st && $w >= $start)
 		{
-			($start, $used) = ($st->{w}, $st->{n});
+			($start, $used) = ($w, $st->{n} < $L ? $st->{n} : $L);
 		}
 		my $ends = $start + $W;
 		return (0, $L - $used, [ $ends - $now ], [ $ends - $now ])
@@ -641,35 +642,51 @@ my %MODEL = (
 			$c > 0 ? { w => $start, n => $used } : undef);
 	},
 	sliding_log => sub {
+		# The log as entries [time, cost] in rank order, and the unit
+		# counter of the newest; expired entries leave 64 at most per
+		# admitted call, or all when none is left in the window.
 		my ($st, $L, $W, $c, $now) = @_;
 		my @e = $st ? @{ $st->{e} } : ();
-		my $stamp = @e && $e[-1] >= $now ? $e[-1] : $now;
+		my $cum = $st ? $st->{cum} : 0;
+		my $stamp = @e && $e[-1][0] > $now ? $e[-1][0] : $now;
 		my $floor = $now - $W;
-		my @in = grep { $_ > $floor } @e;
-		my $used = @in;
-		my $reset = $used > 0 ? $e[-1] + $W - $now : 0;
+		my @in = grep { $_->[0] > $floor } @e;
+		my $used = 0;
+		$used += $_->[1] for @in;
+		my $reset = $used > 0 ? $e[-1][0] + $W - $now : 0;
 		if ($used + $c > $L)
 		{
-			my $nth = $in[ $used + $c - $L - 1 ];
-			return (0, $L - $used, [ $nth + $W - $now ], [$reset]);
+			my ($k, $sum, $t) = ($used + $c - $L, 0);
+			for my $x (@in)
+			{
+				$sum += $x->[1];
+				$t = $x->[0], last if $sum >= $k;
+			}
+			return (0, $L - $used, [ $t + $W - $now ], [$reset]);
 		}
 		return (1, $L - $used, [0], [$reset]) if $c == 0;
+		my $drop = @e - @in;
+		$drop = 64 if $drop > 64;
+		@e = @in ? @e[ $drop .. $#e ] : ();
+		$cum = 0 unless @in;
 		return (1, $L - $used - $c, [0], [ $stamp + $W - $now ],
-			{ e => [ @in, ($stamp) x $c ] });
+			{ e => [ @e, [ $stamp, $c ] ], cum => $cum + $c });
 	},
 	sliding_counter => sub {
 		my ($st, $L, $W, $c, $now) = @_;
 		my ($at, $start, $cur, $prev) = ($now, $now - $now % $W, 0, 0);
 		if ($st)
 		{
-			if ($st->{w} >= $start)
+			my $w = $st->{w} - $st->{w} % $W;
+			my ($scur, $sprev) = map { $_ < $L ? $_ : $L } @$st{qw(cur prev)};
+			if ($w >= $start)
 			{
-				$at = $st->{w} if $st->{w} > $start;
-				($start, $cur, $prev) = ($st->{w}, $st->{cur}, $st->{prev});
+				$at = $w if $w > $start;
+				($start, $cur, $prev) = ($w, $scur, $sprev);
 			}
-			elsif ($st->{w} == $start - $W)
+			elsif ($w == $start - $W)
 			{
-				$prev = $st->{cur};
+				$prev = $scur;
 			}
 		}
 		my $shift = $at - $now;
@@ -724,6 +741,7 @@ my %MODEL = (
 		if ($st)
 		{
 			($level, $ts) = ($st->{level}, $st->{ts});
+			$level = $full if $level > $full;
 			if ($now > $ts)
 			{
 				$level = $now - $ts >= $W ? 0 : $level - ($now - $ts) * $rate;
@@ -749,17 +767,24 @@ my %MODEL = (
 		my ($st, $L, $W, $c, $now) = @_;
 		my $g = gcd($L, $W);
 		my ($unit, $rate) = (fdiv($W, $g), fdiv($L, $g));
-		my $debt = 0;
-		$debt = ($st->{us} - $now) * $rate + $st->{r}
-		  if $st && $st->{us} >= $now;
 		my $full = $L * $unit;
+		my $debt = 0;
+		if ($st)
+		{
+			# At most a window as of the write, then drained since.
+			$debt = ($st->{us} - $st->{ts}) * $rate + $st->{r};
+			$debt = $full if $debt > $full;
+			$debt -= ($now - $st->{ts}) * $rate;
+			$debt = 0 if $debt < 0;
+		}
 		my $after = $debt + $c * $unit;
 		return (0, fdiv($full - $debt, $unit), [ $after - $full, $rate ],
 			[ $debt, $rate ])
 		  if $after > $full;
 		my $r = $after % $rate;
 		return (1, fdiv($full - $after, $unit), [0], [ $after, $rate ],
-			$c > 0 ? { us => $now + fdiv($after - $r, $rate), r => $r } : undef);
+			$c > 0 ? { us => $now + fdiv($after - $r, $rate), r => $r, ts => $now }
+			: undef);
 	},);
 
 # The state a script left under a key, in the model's terms.
@@ -787,14 +812,22 @@ sub redis_state
 	{
 		my $v = $redis->cmd('GET', $rkey);
 		return undef unless defined $v;
-		my ($us, $r) = $v =~ /^(\d+)\+(\d+)\/\d+$/;
-		return { us => $us, r => $r };
+		my ($us, $r, $ts) = $v =~ /^(\d+)\+(\d+)\/\d+@(\d+)$/;
+		return { us => $us, r => $r, ts => $ts };
 	}
+	# sliding_log: members "<cum>:<cost>" in rank order; each cum must be
+	# the one before it plus its cost.
 	my $v = $redis->cmd('ZRANGE', $rkey, 0, -1, 'WITHSCORES');
 	return undef unless @$v;
-	my @e;
-	for (my $i = 1; $i < @$v; $i += 2) { push @e, $v->[$i] + 0 }
-	return { e => [ sort { $a <=> $b } @e ] };
+	my (@e, $cum, $sums);
+	for (my $i = 0; $i < @$v; $i += 2)
+	{
+		my ($n, $c) = $v->[$i] =~ /^(\d{16}):(\d+)$/ or return { bad => $v->[$i] };
+		$sums = 1 if defined $cum && $n != $cum + $c;
+		$cum = $n + 0;
+		push @e, [ $v->[ $i + 1 ] + 0, $c + 0 ];
+	}
+	return { e => \@e, cum => $cum, $sums ? (sums => 'broken') : () };
 }
 
 sub state_text
@@ -803,8 +836,8 @@ sub state_text
 	return 'none' unless $st;
 	return join(',', map {
 		my $v = $st->{$_};
-		"$_=" . (ref $v ? scalar(@$v) . ' entries ' . ($v->[0] // '') . '..'
-			  . ($v->[-1] // '') : $v + 0) } sort keys %$st);
+		"$_=" . (ref $v ? scalar(@$v) . ' entries ' . join(' ', map { "$_->[0]x$_->[1]" } @$v)
+			  : $v =~ /^\d+$/ ? $v + 0 : $v) } sort keys %$st);
 }
 
 my @triples;
