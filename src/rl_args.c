@@ -17,11 +17,13 @@
 
 #include <math.h>
 
+#include "funcapi.h"
 #include "lib/stringinfo.h"
-#include "utils/array.h"
-#include "utils/lsyscache.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "ratelimit.h"
 
@@ -35,6 +37,30 @@ static const char *const rl_algorithm_names[RL_NUM_ALGORITHMS] = {
 };
 
 /*
+ * The name of argument i of a function ("limit"), as the user wrote it in
+ * the call; only an error path asks, so the catalog lookup costs nothing
+ * on the way of a check.
+ */
+static const char *
+rl_arg_name(Oid fn_oid, int i)
+{
+	HeapTuple	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
+	Oid		   *types;
+	char	  **names = NULL;
+	char	   *modes;
+	int			n;
+	const char *name = NULL;
+
+	if (!HeapTupleIsValid(tuple))
+		return "?";
+	n = get_func_arg_info(tuple, &types, &names, &modes);
+	if (names != NULL && i < n && names[i] != NULL && names[i][0] != '\0')
+		name = pstrdup(names[i]);
+	ReleaseSysCache(tuple);
+	return name != NULL ? name : psprintf("%d", i + 1);
+}
+
+/*
  * A NULL argument is an error, never a NULL answer: a NULL rl_result would
  * make "IF NOT (rl_allow(...)).allowed" skip its branch and fail open.
  */
@@ -46,8 +72,9 @@ rl_require_args(FunctionCallInfo fcinfo, int nargs)
 		if (PG_ARGISNULL(i))
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("argument %d of %s must not be null",
-							i + 1, get_func_name(fcinfo->flinfo->fn_oid))));
+					 errmsg("argument \"%s\" of %s must not be null",
+							rl_arg_name(fcinfo->flinfo->fn_oid, i),
+							get_func_name(fcinfo->flinfo->fn_oid))));
 	}
 }
 
