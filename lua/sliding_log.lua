@@ -45,8 +45,9 @@ local function sliding_log(key, limit, window, cost, now)
   local floor = now - window
   local floor_text = rl_num(floor)
   local stamp, newest_t, cum = now, nil, 0
-  local used, base, first_cost, first_t = 0, 0, 0, nil
+  local used, base, first_cost, first = 0, 0, 0, nil
   local legacy = false
+  local expired = nil                   -- members at or before floor
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if newest[1] then
     newest_t = tonumber(newest[2])
@@ -55,13 +56,13 @@ local function sliding_log(key, limit, window, cost, now)
     end
     cum = rl_log_member(newest[1])
     if newest_t > floor then
-      local first = redis.call('ZRANGEBYSCORE', key, '(' .. floor_text, '+inf',
-                               'WITHSCORES', 'LIMIT', 0, 1)
-      local fcum, fcost = rl_log_member(first[1])
+      -- The first member in the window, by rank (cheaper than by score).
+      expired = redis.call('ZCOUNT', key, '-inf', floor_text)
+      first = redis.call('ZRANGE', key, expired, expired)[1]
+      local fcum, fcost = rl_log_member(first)
       if cum and fcum then
         base = fcum - fcost
         first_cost = fcost
-        first_t = tonumber(first[2])
         used = (cum - base) % RL_LOG_WRAP
       else
         legacy = true
@@ -85,11 +86,11 @@ local function sliding_log(key, limit, window, cost, now)
     if legacy then
       -- Every unit leaves with the newest.
     elseif k <= first_cost then
-      wait_t = first_t
+      wait_t = tonumber(redis.call('ZSCORE', key, first))
     else
       -- Ranks lo < hi: the member at lo ends before unit base + k, the
       -- member at hi holds it or ends after it.
-      local lo = redis.call('ZCOUNT', key, '-inf', floor_text)
+      local lo = expired
       local hi = redis.call('ZCARD', key) - 1
       while hi - lo > 1 do
         local mid = math.floor((lo + hi) / 2)
@@ -122,12 +123,8 @@ local function sliding_log(key, limit, window, cost, now)
         cum = used
         redis.call('ZADD', key, rl_num(newest_t), rl_log_text(cum, cum))
       end
-    else
-      local expired = redis.call('ZCOUNT', key, '-inf', floor_text)
-      if expired > 0 then
-        redis.call('ZREMRANGEBYRANK', key, 0,
-                   math.min(expired, RL_LOG_PRUNE) - 1)
-      end
+    elseif expired > 0 then
+      redis.call('ZREMRANGEBYRANK', key, 0, math.min(expired, RL_LOG_PRUNE) - 1)
     end
     cum = cum + cost
     if cum >= RL_LOG_WRAP and stamp > newest_t then

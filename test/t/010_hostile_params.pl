@@ -12,7 +12,8 @@
 #      for sliding_counter, whose state weighs until the end of the next
 #      window by definition); and once it has waited retry_after_ms
 #      (pinned clock) it is admitted.  The seed is printed; RL_SEED=<n>
-#      replays a run.
+#      replays a run.  Then the reproduction of issue 11 by hand, and
+#      state left by 0.1.0 read after the upgrade.
 #   2. The worst accepted single calls of every algorithm (limits and
 #      costs at their maximum, 366-day windows), also a layered call of
 #      three such rules, timed by Redis SLOWLOG and reported as figures;
@@ -276,6 +277,37 @@ for my $algo (@ALGOS)
 	ok($retry <= 60_000 + 6_000,
 		"$algo: after rl_allow(k, '$algo', $lim, '366 days', $lim) a (10, 1 minute) "
 		  . "call waits $retry ms, at most a minute and its cost's 6 s");
+}
+
+# State written by 0.1.0 is read conservatively after the upgrade: a
+# sliding_log of one member per unit counts its units, all leaving with
+# the newest; a GCRA TAT without its write time is cut to one window as of
+# the first read, and rewritten so, so that it drains.
+{
+	my $lkey = "rl:{$dboid:legacy}:sliding_log";
+	my $T0 = 1_800_000_000_000_000;
+	$redis->cmd('ZADD', $lkey, map { ($T0, "$T0-$_") } 0 .. 2);
+	$redis->cmd('ZADD', $lkey, map { ($T0 + 1_000_000, ($T0 + 1_000_000) . "-$_") } 0 .. 3);
+	$redis->cmd('PEXPIRE', $lkey, 60_000);
+	my $out = $node->safe_psql('postgres', q{
+		SET ratelimit.test_clock_ms = 1800000002000;
+		SELECT rl_allow('legacy', 'sliding_log', 10, '10 s', 3);
+		SELECT rl_allow('legacy', 'sliding_log', 10, '10 s', 1);
+		SET ratelimit.test_clock_ms = 1800000011000;
+		SELECT rl_allow('legacy', 'sliding_log', 10, '10 s', 7);
+	});
+	is($out, "(t,0,0,10000)\n(f,0,9000,10000)\n(t,0,0,10000)",
+		'a 0.1.0 sliding_log: its 7 units count, and leave with the newest');
+	my $gkey = "rl:{$dboid:legacy}:gcra";
+	$redis->cmd('SET', $gkey, ($T0 + 366 * $US_DAY) . '+0/5', 'PX', 3_600_000);
+	$out = $node->safe_psql('postgres', q{
+		SET ratelimit.test_clock_ms = 1800000000000;
+		SELECT rl_allow('legacy', 'gcra', 10, '1 minute');
+		SET ratelimit.test_clock_ms = 1800000006000;
+		SELECT rl_allow('legacy', 'gcra', 10, '1 minute');
+	});
+	is($out, "(f,0,6000,60000)\n(t,0,0,60000)",
+		'a 0.1.0 GCRA state a year ahead: cut to one window, then drains');
 }
 
 # ---------------------------------------------------------------------
