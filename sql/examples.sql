@@ -133,6 +133,7 @@ BEGIN
     -- 10 requests per minute per user (JWT "sub"), else per client address
     PERFORM rl_postgrest_guard('gcra', 10, '1 minute');
 END $$;
+REVOKE EXECUTE ON FUNCTION api.pre_request() FROM PUBLIC;
 GRANT USAGE ON SCHEMA api TO regress_rl_web_anon;
 GRANT EXECUTE ON FUNCTION api.pre_request() TO regress_rl_web_anon;
 GRANT EXECUTE ON FUNCTION rl_postgrest_guard(text, bigint, interval, text) TO regress_rl_web_anon;
