@@ -95,7 +95,11 @@ local function sliding_log(key, limit, window, cost, now)
       while hi - lo > 1 do
         local mid = math.floor((lo + hi) / 2)
         local m = redis.call('ZRANGE', key, mid, mid, 'WITHSCORES')
-        if (rl_log_member(m[1]) - base) % RL_LOG_WRAP >= k then
+        local c = rl_log_member(m[1])
+        -- A 0.1.0 member (written by a server not yet upgraded) has no
+        -- count: the search stops there, which only shortens the wait
+        -- reported; what is admitted is decided by the count alone.
+        if c == nil or (c - base) % RL_LOG_WRAP >= k then
           hi = mid
           wait_t = tonumber(m[2])
         else
@@ -127,7 +131,7 @@ local function sliding_log(key, limit, window, cost, now)
       redis.call('ZREMRANGEBYRANK', key, 0, math.min(expired, RL_LOG_PRUNE) - 1)
     end
     cum = cum + cost
-    if cum >= RL_LOG_WRAP and stamp > newest_t then
+    if cum >= RL_LOG_WRAP and (newest_t == nil or stamp > newest_t) then
       cum = cum - RL_LOG_WRAP
     end
     redis.call('ZADD', key, rl_num(stamp), rl_log_text(cum, cost))

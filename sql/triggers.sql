@@ -630,6 +630,26 @@ RESET ratelimit.redis_port;
 SELECT body FROM trig_comments WHERE body LIKE 'fail%';
 SELECT * FROM trig_likes WHERE user_id = 9;
 
+--
+-- Generated key columns: a BEFORE trigger sees them as NULL (every row
+-- would share the limiter "email_key=NULL"), so only AFTER forms may key
+-- on them; refused at CREATE TRIGGER (0A000).
+--
+CREATE TABLE trig_gen (email text,
+	email_key text GENERATED ALWAYS AS (lower(email)) STORED);
+SELECT * FROM trig_error($$CREATE TRIGGER t BEFORE INSERT ON trig_gen FOR EACH ROW
+	EXECUTE FUNCTION rl_throttle('email_key', 'fixed_window', '1', '1 hour')$$);
+SELECT * FROM trig_error($$CREATE TRIGGER t BEFORE INSERT ON trig_gen FOR EACH ROW
+	EXECUTE FUNCTION rl_throttle_statement('email_key', 'fixed_window', '1', '1 hour')$$);
+CREATE TRIGGER t AFTER INSERT ON trig_gen FOR EACH ROW
+	EXECUTE FUNCTION rl_throttle('email_key', 'fixed_window', '1', '1 hour');
+-- 'Bob' and 'BOB' share the generated key, so the second is denied.
+SELECT * FROM trig_error($$INSERT INTO trig_gen (email) VALUES ('Bob@example.com')$$);
+SELECT * FROM trig_error($$INSERT INTO trig_gen (email) VALUES ('BOB@example.com')$$);
+SELECT * FROM trig_error($$INSERT INTO trig_gen (email) VALUES ('alice@example.com')$$);
+SELECT email FROM trig_gen ORDER BY email;
+DROP TABLE trig_gen;
+
 DROP TABLE trig_comments, trig_posts, trig_events, trig_likes, trig_multi, trig_uploads, trig_bad,
 	trig_bulk, trig_bulk_cost, trig_wide, trig_pair, trig_pair_parts, trig_pair_wal,
 	trig_pp, trig_pt, trig_inh, trig_inh_child, trig_keys, trig_keys2, trig_keys3, trig_badkey, trig_keychange, trig_rls;

@@ -146,7 +146,8 @@ rl_password(char *buf, size_t size, char *why, size_t whysize)
 		return true;
 	}
 
-	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	/* O_NONBLOCK: a FIFO named here must not hang the backend in open(). */
+	fd = OpenTransientFile(path, O_RDONLY | O_NONBLOCK | PG_BINARY);
 	if (fd < 0)
 	{
 		snprintf(why, whysize,
@@ -335,16 +336,30 @@ rl_connect_setting(const char *errstr)
 {
 	if (rl_redis_socket[0] != '\0')
 	{
-		if (strstr(errstr, "No such file") != NULL ||
-			strstr(errstr, "Permission denied") != NULL ||
+		char		dir[MAXPGPATH];
+		struct stat st;
+
+		if (strstr(errstr, "Permission denied") != NULL ||
 			strstr(errstr, "Not a directory") != NULL)
 			return "ratelimit.redis_socket";
+
+		/*
+		 * Redis removes its socket when it stops, so a missing socket in a
+		 * directory that is there is a server being restarted; a missing
+		 * directory is a wrong path.
+		 */
+		if (strstr(errstr, "No such file") != NULL)
+		{
+			strlcpy(dir, rl_redis_socket, sizeof(dir));
+			get_parent_directory(dir);
+			if (stat(dir[0] != '\0' ? dir : "/", &st) != 0 || !S_ISDIR(st.st_mode))
+				return "ratelimit.redis_socket";
+		}
 		return NULL;
 	}
+	/* A name that does not resolve; a failing resolver is an outage. */
 	if (strstr(errstr, "Name or service not known") != NULL ||
-		strstr(errstr, "not known") != NULL ||
-		strstr(errstr, "No address associated") != NULL ||
-		strstr(errstr, "Temporary failure in name resolution") != NULL)
+		strstr(errstr, "No address associated") != NULL)
 		return "ratelimit.redis_host";
 	return NULL;
 }
@@ -647,7 +662,9 @@ rl_connect(char *signature)
 
 	if (!rl_password(password, sizeof(password), why, sizeof(why)))
 	{
-		rl_conn_misconfigured("ratelimit.redis_password_file", "%s", why);
+		rl_conn_misconfigured(rl_redis_password_file[0] != '\0' ?
+							  "ratelimit.redis_password_file" :
+							  "ratelimit.redis_password", "%s", why);
 		return false;
 	}
 

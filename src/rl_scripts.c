@@ -118,7 +118,7 @@ rl_build_eval(RlCommand *cmd, RlScriptCall *call, bool by_text, char *numkeys)
  * every reply.  Returns the number of replies left.
  */
 static int
-rl_check_replies(redisReply **replies, int n)
+rl_check_replies(redisReply **replies, int n, bool healthy)
 {
 	char		unavailable[512] = "";
 	const char *setting = NULL;
@@ -128,6 +128,8 @@ rl_check_replies(redisReply **replies, int n)
 	{
 		char		msg[512];
 
+		if (replies[i] == NULL)
+			continue;			/* lost with a failed resend */
 		if (replies[i]->type != REDIS_REPLY_ERROR)
 		{
 			left++;
@@ -161,7 +163,7 @@ rl_check_replies(redisReply **replies, int n)
 		rl_conn_misconfigured(setting, "%s", unavailable);
 	else if (unavailable[0] != '\0')
 		rl_conn_failure(true, "%s", unavailable);
-	else
+	else if (healthy)
 		rl_conn_succeeded();
 	return left;
 }
@@ -169,7 +171,9 @@ rl_check_replies(redisReply **replies, int n)
 /*
  * Resends as EVAL the calls whose scripts Redis no longer knows (NOSCRIPT:
  * they did not run), in one more round trip.  False when that round trip
- * failed; every reply is then freed.
+ * failed (the failure is recorded): those calls lose their replies (NULL,
+ * the policy answers them), and the others keep theirs, since Redis ran
+ * them.
  */
 static bool
 rl_resend_missing(RlScriptCall *calls, int n, redisReply **replies,
@@ -192,7 +196,15 @@ rl_resend_missing(RlScriptCall *calls, int n, redisReply **replies,
 	rl_counters.script_loads += missing;
 	if (!rl_conn_roundtrip(cmds, missing, again, deadline, true))
 	{
-		rl_free_replies(replies, n);
+		for (int i = 0; i < n; i++)
+		{
+			if (replies[i]->type == REDIS_REPLY_ERROR &&
+				strncmp(replies[i]->str, "NOSCRIPT", 8) == 0)
+			{
+				freeReplyObject(replies[i]);
+				replies[i] = NULL;
+			}
+		}
 		return false;
 	}
 	for (int i = 0; i < n; i++)
@@ -242,8 +254,7 @@ rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
 	PG_TRY();
 	{
 		ok = rl_resend_missing(calls, n, replies, cmds, numkeys, deadline);
-		if (ok)
-			left = rl_check_replies(replies, n);
+		left = rl_check_replies(replies, n, ok);
 	}
 	PG_CATCH();
 	{
@@ -251,7 +262,7 @@ rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	return ok && left > 0;
+	return left > 0;
 }
 
 /* Runs one plain command (rl_reset's DEL) under the same rules. */
@@ -266,7 +277,7 @@ rl_run_command(RlCommand *cmd, redisReply **reply)
 										   rl_command_timeout);
 	if (!rl_conn_roundtrip(cmd, 1, reply, deadline, true))
 		return false;
-	return rl_check_replies(reply, 1) > 0;
+	return rl_check_replies(reply, 1, true) > 0;
 }
 
 /* A script's reply {allowed, remaining, retry_after_ms, reset_after_ms}. */

@@ -98,6 +98,29 @@ rl_bad_argument(TriggerData *trigdata, int argno, const char *problem)
 			 errhint(RL_TRIGGER_USAGE)));
 }
 
+/*
+ * PostgreSQL computes stored generated columns after the BEFORE ROW
+ * triggers, which see them as NULL: keyed on one, every row would share
+ * the limiter "col=NULL" and one writer would lock out all.  They are
+ * there for AFTER triggers (the row form, the transition table).
+ */
+static void
+rl_refuse_generated(TriggerData *trigdata, const char *name, AttrNumber attnum)
+{
+	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(trigdata->tg_relation),
+										  attnum - 1);
+
+	if (att->attgenerated != '\0' &&
+		TRIGGER_FOR_BEFORE(trigdata->tg_trigger->tgtype))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("trigger \"%s\" on table \"%s\" cannot use generated column \"%s\"",
+						trigdata->tg_trigger->tgname,
+						RelationGetRelationName(trigdata->tg_relation), name),
+				 errdetail("A BEFORE trigger sees generated columns as NULL, so every row would share one limiter."),
+				 errhint("Create the trigger AFTER ... FOR EACH ROW (rl_throttle) or with a transition table (rl_throttle_statement).")));
+}
+
 /* A column's number; dropped and system columns do not count as columns. */
 static AttrNumber
 rl_find_column(TriggerData *trigdata, int argno, const char *name)
@@ -212,7 +235,7 @@ rl_key_form(TriggerData *trigdata, const char *name, Form_pg_attribute att)
 					RelationGetRelationName(trigdata->tg_relation),
 					format_type_be(att->atttypid)),
 			 errdetail("%s", reason),
-			 errhint("Key the trigger on columns of type smallint, integer, bigint, boolean, uuid, text, varchar, char, numeric, date, timestamp, timestamptz, inet, cidr or an enum (with a deterministic collation), or on a generated column that converts the value to one of them.")));
+			 errhint("Key the trigger on columns of type smallint, integer, bigint, boolean, uuid, text, varchar, char, numeric, date, timestamp, timestamptz, inet, cidr or an enum (with a deterministic collation), or on a generated column that converts the value to one of them (with an AFTER trigger: BEFORE triggers see generated columns as NULL).")));
 	pg_unreachable();
 }
 
@@ -378,6 +401,7 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 		bool		varlena;
 
 		conf->cols[i] = rl_find_column(trigdata, 1, name);
+		rl_refuse_generated(trigdata, name, conf->cols[i]);
 		for (int j = 0; j < i; j++)
 		{
 			if (conf->cols[j] == conf->cols[i])
@@ -419,6 +443,7 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	{
 		conf->costname = pstrdup(args[5]);
 		conf->costcol = rl_find_column(trigdata, 6, args[5]);
+		rl_refuse_generated(trigdata, args[5], conf->costcol);
 		conf->costtype = TupleDescAttr(RelationGetDescr(rel), conf->costcol - 1)->atttypid;
 		if (conf->costtype != INT2OID && conf->costtype != INT4OID &&
 			conf->costtype != INT8OID)
