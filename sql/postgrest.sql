@@ -189,11 +189,15 @@ FROM (VALUES
 	(0, '198.51.100.4, 10.0.0.1', 'anonymous'),
 	-- no header at all
 	(1, NULL, 'anonymous'),
-	-- an address is written back in canonical form, without the port
+	-- an address is written back in canonical form, without the port;
+	-- an IPv6 caller is its /64 (ratelimit.ipv6_prefix), whose other
+	-- addresses it may choose freely
 	(1, '198.51.100.4:5555', 'ip:198.51.100.4'),
-	(1, '[2001:DB8:0::1]:443', 'ip:2001:db8::1'),
-	(1, '[2001:db8::1]', 'ip:2001:db8::1'),
-	(1, '2001:0db8:0000:0000:0000:0000:0000:0001', 'ip:2001:db8::1'),
+	(1, '[2001:DB8:0::1]:443', 'ip:2001:db8::/64'),
+	(1, '[2001:db8::1]', 'ip:2001:db8::/64'),
+	(1, '2001:0db8:0000:0000:0000:0000:0000:0001', 'ip:2001:db8::/64'),
+	(1, '2001:db8::ffff:1234:5678:9abc', 'ip:2001:db8::/64'),
+	(1, '2001:db8:0:1::1', 'ip:2001:db8:0:1::/64'),
 	(1, '::ffff:198.51.100.4', 'ip:198.51.100.4'),
 	-- anything that is not an address never becomes a key
 	(1, 'unknown', 'anonymous'),
@@ -210,6 +214,13 @@ FROM (VALUES
 	(1, repeat('9', 5000), 'anonymous')
 ) v(hops, xff, key);
 ROLLBACK;
+-- With ratelimit.ipv6_prefix = 128 each IPv6 address is its own caller.
+BEGIN;
+SET LOCAL ratelimit.ipv6_prefix = 128;
+SELECT pgrst_counted(1, '[2001:db8::1]:443', 'ip:2001:db8::1') AS counted;
+ROLLBACK;
+-- ratelimit.ipv6_prefix runs from 16 to 128.
+SET ratelimit.ipv6_prefix = 8;
 -- The setting is superuser-only, from 0 to 16.
 SET ratelimit.trusted_proxy_hops = 17;
 SET ratelimit.trusted_proxy_hops = -1;

@@ -54,6 +54,7 @@ INSERT INTO rl_settings VALUES
 	('ratelimit.isolate_databases', 'off'),
 	('ratelimit.deny_cache', 'off'),
 	('ratelimit.trusted_proxy_hops', '3'),
+	('ratelimit.ipv6_prefix', '48'),
 	('ratelimit.test_clock_ms', '1');
 GRANT SELECT ON rl_settings TO PUBLIC;
 

@@ -90,6 +90,7 @@ extern int	rl_retry_interval;
 extern char *rl_key_prefix;
 extern bool rl_isolate_databases;
 extern int	rl_trusted_proxy_hops;
+extern int	rl_ipv6_prefix;
 extern double rl_test_clock_ms;
 extern void rl_define_settings(void);
 

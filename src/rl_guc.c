@@ -40,6 +40,7 @@ int			rl_retry_interval = 1000;
 char	   *rl_key_prefix = NULL;
 bool		rl_isolate_databases = true;
 int			rl_trusted_proxy_hops = 1;
+int			rl_ipv6_prefix = 64;
 double		rl_test_clock_ms = 0;
 
 static const struct config_enum_entry rl_failure_mode_options[] = {
@@ -266,6 +267,19 @@ rl_define_settings(void)
 							1,
 							0,
 							RL_MAX_PROXY_HOPS,
+							PGC_SUSET,
+							0,
+							NULL,
+							NULL,
+							NULL);
+
+	DefineCustomIntVariable("ratelimit.ipv6_prefix",
+							"Leading bits of an IPv6 client address that name one anonymous caller.",
+							"A client usually holds a whole /64 and can send each request from another address in it; 128 keys each address apart.",
+							&rl_ipv6_prefix,
+							64,
+							16,
+							128,
 							PGC_SUSET,
 							0,
 							NULL,

@@ -262,8 +262,13 @@ rl_forwarded_address(const char *xff, int hops)
 	const char *start;
 	char		entry[64];
 	size_t		len;
-	unsigned char bin[sizeof(struct in6_addr)];
-	char		out[INET6_ADDRSTRLEN];
+	union
+	{
+		struct in6_addr v6;
+		struct in_addr v4;
+		unsigned char bytes[16];
+	}			bin;
+	char		out[INET6_ADDRSTRLEN + 4];
 
 	if (hops <= 0)
 		return NULL;
@@ -303,10 +308,10 @@ rl_forwarded_address(const char *xff, int hops)
 			  strspn(close + 2, "0123456789") != strlen(close + 2))))
 			return NULL;
 		*close = '\0';
-		if (inet_pton(AF_INET6, entry + 1, bin) != 1)
+		if (inet_pton(AF_INET6, entry + 1, &bin.v6) != 1)
 			return NULL;
 	}
-	else if (inet_pton(AF_INET6, entry, bin) != 1)
+	else if (inet_pton(AF_INET6, entry, &bin.v6) != 1)
 	{
 		/* v4 or v4:port */
 		char	   *colon = strchr(entry, ':');
@@ -318,16 +323,32 @@ rl_forwarded_address(const char *xff, int hops)
 				return NULL;
 			*colon = '\0';
 		}
-		if (inet_pton(AF_INET, entry, bin) != 1)
+		if (inet_pton(AF_INET, entry, &bin.v4) != 1)
 			return NULL;
-		inet_ntop(AF_INET, bin, out, sizeof(out));
+		inet_ntop(AF_INET, &bin.v4, out, sizeof(out));
 		return pstrdup(out);
 	}
 
-	if (IN6_IS_ADDR_V4MAPPED((struct in6_addr *) bin))
-		inet_ntop(AF_INET, bin + 12, out, sizeof(out));
+	if (IN6_IS_ADDR_V4MAPPED(&bin.v6))
+	{
+		inet_ntop(AF_INET, bin.bytes + 12, out, sizeof(out));
+		return pstrdup(out);
+	}
+
+	/*
+	 * One IPv6 caller is a prefix (ratelimit.ipv6_prefix, a /64 by
+	 * default): the bits past it are the client's to choose.
+	 */
+	if (rl_ipv6_prefix < 128)
+	{
+		for (int bit = rl_ipv6_prefix; bit < 128; bit++)
+			bin.bytes[bit / 8] &= ~(0x80 >> (bit % 8));
+		inet_ntop(AF_INET6, &bin.v6, out, INET6_ADDRSTRLEN);
+		snprintf(out + strlen(out), sizeof(out) - strlen(out), "/%d",
+				 rl_ipv6_prefix);
+	}
 	else
-		inet_ntop(AF_INET6, bin, out, sizeof(out));
+		inet_ntop(AF_INET6, &bin.v6, out, sizeof(out));
 	return pstrdup(out);
 }
 
