@@ -45,7 +45,6 @@
 #include "utils/timestamp.h"
 
 #include "rl_cache.h"
-#include "rl_conn.h"
 
 /* Entries at most; an overflowing cache first drops what has expired. */
 #define RL_CACHE_MAX	4096
@@ -71,7 +70,11 @@ typedef struct RlCacheShared
 static HTAB *rl_cache = NULL;
 static MemoryContext rl_cache_cxt = NULL;
 static uint64 rl_cache_resets = 0;	/* resets the cache has seen */
-static char *rl_cache_endpoint = NULL;	/* the endpoint its denials came from */
+/* The endpoint its denials came from (copies of the settings). */
+static char *rl_cache_host = NULL;
+static char *rl_cache_socket = NULL;
+static int	rl_cache_port = -1;
+static int	rl_cache_db = -1;
 static RlCacheShared *rl_cache_shared = NULL;
 static shmem_request_hook_type rl_prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type rl_prev_shmem_startup_hook = NULL;
@@ -190,24 +193,32 @@ static bool
 rl_cache_enabled(void)
 {
 	uint64		resets;
-	const char *endpoint;
+	bool		moved;
 
 	if (!rl_deny_cache || rl_test_clock_ms > 0)
 		return false;
 	resets = rl_cache_epoch();
-	endpoint = rl_conn_endpoint();
-	if (resets != rl_cache_resets ||
-		(rl_cache_endpoint != NULL && strcmp(endpoint, rl_cache_endpoint) != 0))
+	moved = rl_cache_host == NULL ||
+		rl_redis_port != rl_cache_port || rl_redis_db != rl_cache_db ||
+		strcmp(rl_redis_host, rl_cache_host) != 0 ||
+		strcmp(rl_redis_socket, rl_cache_socket) != 0;
+	if (resets != rl_cache_resets || moved)
 	{
 		if (rl_cache != NULL)
 			rl_cache_create();
 		rl_cache_resets = resets;
 	}
-	if (rl_cache_endpoint == NULL || strcmp(endpoint, rl_cache_endpoint) != 0)
+	if (moved)
 	{
-		if (rl_cache_endpoint != NULL)
-			pfree(rl_cache_endpoint);
-		rl_cache_endpoint = MemoryContextStrdup(TopMemoryContext, endpoint);
+		if (rl_cache_host != NULL)
+		{
+			pfree(rl_cache_host);
+			pfree(rl_cache_socket);
+		}
+		rl_cache_host = MemoryContextStrdup(TopMemoryContext, rl_redis_host);
+		rl_cache_socket = MemoryContextStrdup(TopMemoryContext, rl_redis_socket);
+		rl_cache_port = rl_redis_port;
+		rl_cache_db = rl_redis_db;
 	}
 	return true;
 }
