@@ -248,24 +248,19 @@ rl_record_failure(bool keep, const char *setting, const char *what)
 	if (rl_last_warning == 0 ||
 		TimestampDifferenceExceeds(rl_last_warning, now, RL_WARNING_INTERVAL_MS))
 	{
-		if (setting != NULL)
-			ereport(WARNING,
-					(errcode(ERRCODE_CONFIG_FILE_ERROR),
-					 errmsg("ratelimit cannot use Redis server %s: check %s; %s",
-							rl_conn_endpoint(), setting, rl_policy_words()),
-					 errdetail_internal("%s", rl_last_error),
-					 rl_unwarned > 0 ?
-					 errhint("%lld further failures were not reported; see rl_status().",
-							 (long long) rl_unwarned) : 0));
-		else
-			ereport(WARNING,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("Redis server %s is unavailable; %s",
-							rl_conn_endpoint(), rl_policy_words()),
-					 errdetail_internal("%s", rl_last_error),
-					 rl_unwarned > 0 ?
-					 errhint("%lld further failures were not reported; see rl_status().",
-							 (long long) rl_unwarned) : 0));
+		ereport(WARNING,
+				(setting != NULL ?
+				 errcode(ERRCODE_CONFIG_FILE_ERROR) :
+				 errcode(ERRCODE_CONNECTION_FAILURE),
+				 setting != NULL ?
+				 errmsg("ratelimit cannot use Redis server %s: check %s; %s",
+						rl_conn_endpoint(), setting, rl_policy_words()) :
+				 errmsg("Redis server %s is unavailable; %s",
+						rl_conn_endpoint(), rl_policy_words()),
+				 errdetail_internal("%s", rl_last_error),
+				 rl_unwarned > 0 ?
+				 errhint("%lld further failures were not reported; see rl_status().",
+						 (long long) rl_unwarned) : 0));
 		rl_last_warning = now;
 		rl_unwarned = 0;
 	}
