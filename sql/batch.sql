@@ -12,11 +12,17 @@ SET ratelimit.test_clock_ms = 1700000000000;
 -- Errors as "SQLSTATE: message", so each test shows its code.
 CREATE FUNCTION batch_error(query text) RETURNS text
 LANGUAGE plpgsql AS $$
+DECLARE
+	context text;
 BEGIN
 	EXECUTE query;
 	RETURN 'no error';
 EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
+	-- The CONTEXT line that names the element an error is about.
+	GET STACKED DIAGNOSTICS context = PG_EXCEPTION_CONTEXT;
+	context := split_part(context, E'\n', 1);
+	RETURN SQLSTATE || ': ' || SQLERRM ||
+		CASE WHEN context LIKE 'element %' THEN ' (' || context || ')' ELSE '' END;
 END $$;
 
 -- One row per key, in array order.  A key listed twice is checked twice,

@@ -11,11 +11,17 @@ SET ratelimit.test_clock_ms = 1700000000000;
 
 CREATE FUNCTION layered_error(query text) RETURNS text
 LANGUAGE plpgsql AS $$
+DECLARE
+	context text;
 BEGIN
 	EXECUTE query;
 	RETURN 'no error';
 EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
+	-- The CONTEXT line that names the rule an error is about.
+	GET STACKED DIAGNOSTICS context = PG_EXCEPTION_CONTEXT;
+	context := split_part(context, E'\n', 1);
+	RETURN SQLSTATE || ': ' || SQLERRM ||
+		CASE WHEN context LIKE 'rule %' THEN ' (' || context || ')' ELSE '' END;
 END $$;
 
 -- 5 per second AND 100 per minute AND 1000 per day.

@@ -610,6 +610,41 @@ SET ROLE regress_rl_trig_writer;
 SELECT * FROM trig_error($$INSERT INTO trig_rls VALUES (1, 'e'), (3, 'not mine')$$);
 RESET ROLE;
 SELECT * FROM trig_peek('public.trig_rls:author_id=''3''', 'fixed_window', 3, '1 minute');
+-- A denial's DETAIL shows the key's values, and a cost error the cost,
+-- only to a role that may read them, by the rule of a unique violation's
+-- DETAIL: SELECT on the table or on each column shown, and no row-level
+-- security on the table.  A writer may update rows whose key it cannot
+-- read.
+CREATE TABLE trig_priv (id int, author_id int, cost int, body text);
+CREATE TRIGGER trig_priv_t BEFORE INSERT OR UPDATE ON trig_priv
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle('author_id', 'fixed_window', '1', '1 minute',
+											  'raise', 'cost');
+GRANT INSERT, UPDATE ON trig_priv TO regress_rl_trig_writer;
+GRANT SELECT (id) ON trig_priv TO regress_rl_trig_writer;
+INSERT INTO trig_priv VALUES (1, 42, 1, 'a');
+SET ROLE regress_rl_trig_writer;
+SELECT * FROM trig_error($$UPDATE trig_priv SET body = 'b' WHERE id = 1$$);
+SELECT * FROM trig_error($$INSERT INTO trig_priv VALUES (2, 43, 5, 'c')$$);
+RESET ROLE;
+GRANT SELECT (author_id) ON trig_priv TO regress_rl_trig_writer;
+SET ROLE regress_rl_trig_writer;
+SELECT * FROM trig_error($$UPDATE trig_priv SET body = 'b' WHERE id = 1$$);
+SELECT * FROM trig_error($$INSERT INTO trig_priv VALUES (2, 43, 5, 'c')$$);
+RESET ROLE;
+GRANT SELECT (cost) ON trig_priv TO regress_rl_trig_writer;
+SET ROLE regress_rl_trig_writer;
+SELECT * FROM trig_error($$INSERT INTO trig_priv VALUES (2, 43, 5, 'c')$$);
+RESET ROLE;
+ALTER TABLE trig_priv ENABLE ROW LEVEL SECURITY;
+CREATE POLICY trig_priv_all ON trig_priv USING (true) WITH CHECK (true);
+GRANT SELECT ON trig_priv TO regress_rl_trig_writer;
+SET ROLE regress_rl_trig_writer;
+SELECT * FROM trig_error($$UPDATE trig_priv SET body = 'b' WHERE id = 1$$);
+RESET ROLE;
+-- The owner, with SELECT and exempt from its own policies, sees all.
+SELECT * FROM trig_error($$UPDATE trig_priv SET body = 'b' WHERE id = 1$$);
+DROP TABLE trig_priv;
+
 -- An AFTER trigger cannot skip a row it comes too late for.
 SELECT * FROM trig_try($$'a', 'gcra', '1', '1 s', 'skip'$$, 'AFTER INSERT');
 

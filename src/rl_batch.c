@@ -88,6 +88,13 @@ rl_has_cost_array(FunctionCallInfo fcinfo)
  * While Redis is unavailable every row is the failure policy's answer
  * (from the round trip that failed on, if Redis goes away midway).
  */
+/* Names the array element an error is about in its CONTEXT. */
+static void
+rl_element_context(void *arg)
+{
+	errcontext("element %d of the keys argument", *(int *) arg);
+}
+
 Datum
 rl_allow_many(PG_FUNCTION_ARGS)
 {
@@ -99,6 +106,8 @@ rl_allow_many(PG_FUNCTION_ARGS)
 	int		   *keylens;
 	int64	   *costs;
 	RlAnswer   *answers;
+	int			element = 0;
+	ErrorContextCallback context;
 
 	rl_require_args(fcinfo, 5);
 	keys = rl_batch_elements(fcinfo, 0, "keys", &n);
@@ -129,11 +138,17 @@ rl_allow_many(PG_FUNCTION_ARGS)
 
 	keyptrs = palloc(sizeof(char *) * Max(n, 1));
 	keylens = palloc(sizeof(int) * Max(n, 1));
+	context.callback = rl_element_context;
+	context.arg = &element;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
 	for (int i = 0; i < n; i++)
 	{
+		element = i + 1;
 		keyptrs[i] = rl_check_key(DatumGetTextPP(keys[i]), &keylens[i]);
 		rl_check_cost(costs[i], &limiter);
 	}
+	error_context_stack = context.previous;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (n == 0)

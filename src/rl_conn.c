@@ -315,6 +315,8 @@ rl_reply_setting(const char *reply)
 	if (strncmp(reply, "NOAUTH", 6) == 0)
 		return rl_redis_password_file[0] != '\0' ?
 			"ratelimit.redis_password_file" : "ratelimit.redis_password";
+	if (strncmp(reply, "NOPERM", 6) == 0)
+		return "the Redis ACL of ratelimit.redis_username";
 	if (strncmp(reply, "ERR DB index is out of range", 28) == 0 ||
 		strncmp(reply, "ERR invalid DB index", 20) == 0)
 		return "ratelimit.redis_db";

@@ -221,7 +221,10 @@ rl_group_too_big(RlTriggerConf *conf, RlGroup *group)
 	char	   *desc = rl_group_desc(conf, group);
 	char	   *detail;
 
-	if (conf->costcol == 0)
+	if (!rl_trigger_may_read(conf, false))
+		detail = psprintf("The statement's rows for one key cost more than " INT64_FORMAT " in total, which no window can admit.",
+						  conf->limiter.limit);
+	else if (conf->costcol == 0)
 		detail = psprintf("The statement writes more than " INT64_FORMAT " rows for key %s, which no window can admit.",
 						  conf->limiter.limit, desc);
 	else

@@ -133,6 +133,13 @@ rl_check_rules(char **redis_keys, const RlLimiter *limiters,
 	return tightest;
 }
 
+/* Names the rule in the CONTEXT of an error about its values or the cost. */
+static void
+rl_rule_context(void *arg)
+{
+	errcontext("rule %d of the rules argument", *(int *) arg);
+}
+
 /*
  * Reads an rl_rule[] argument into limiters, checking each rule as
  * rl_allow checks its arguments.  Two rules of one algorithm and window
@@ -143,6 +150,8 @@ rl_parse_rules(ArrayType *arr, RlLimiter *limiters)
 {
 	Datum	   *elems;
 	int			n;
+	int			ruleno;
+	ErrorContextCallback context;
 
 	elems = rl_array_elements(arr, "rules", &n);
 	if (n == 0)
@@ -171,10 +180,16 @@ rl_parse_rules(ArrayType *arr, RlLimiter *limiters)
 						 errmsg("rule %d has a null %s", i + 1,
 								f == 0 ? "algo" : f == 1 ? "limit" : "window")));
 		}
+		ruleno = i + 1;
+		context.callback = rl_rule_context;
+		context.arg = &ruleno;
+		context.previous = error_context_stack;
+		error_context_stack = &context;
 		limiters[i].algorithm = rl_parse_algorithm(DatumGetTextPP(field[0]));
 		limiters[i].limit = DatumGetInt64(field[1]);
 		limiters[i].window_us = rl_window_us(DatumGetIntervalP(field[2]));
 		rl_check_limiter(&limiters[i]);
+		error_context_stack = context.previous;
 
 		for (int j = 0; j < i; j++)
 		{
@@ -218,7 +233,15 @@ rl_layered_internal(FunctionCallInfo fcinfo, int64 cost)
 	n = rl_parse_rules(PG_GETARG_ARRAYTYPE_P(1), limiters);
 	for (int i = 0; i < n; i++)
 	{
+		int			rule = i + 1;
+		ErrorContextCallback context;
+
+		context.callback = rl_rule_context;
+		context.arg = &rule;
+		context.previous = error_context_stack;
+		error_context_stack = &context;
 		rl_check_cost(cost, &limiters[i]);
+		error_context_stack = context.previous;
 		costs[i] = cost;
 	}
 	keys = rl_layered_keys(PG_GETARG_TEXT_PP(0), limiters, n);

@@ -16,7 +16,7 @@
  * run keep their answers.
  * Misuse (WRONGTYPE, NOPERM, script errors, odd replies) is an ERROR: a
  * limiter that admits everything when its keys are wrong would hide the
- * mistake.
+ * mistake.  A NOPERM names the command the Redis user lacks.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -72,6 +72,91 @@ rl_reply_unavailable(const redisReply *reply)
 	return false;
 }
 
+/*
+ * Copies into name the command that line "line" of a script calls
+ * (redis.call('HSET', ...)), or "a command" if that line calls none.
+ */
+static void
+rl_script_line_command(const char *text, int line, char *name, size_t len)
+{
+	const char *p = text;
+	const char *call;
+	const char *end;
+
+	strlcpy(name, "a command", len);
+	for (int i = 1; i < line && p != NULL; i++)
+	{
+		p = strchr(p, '\n');
+		if (p != NULL)
+			p++;
+	}
+	if (p == NULL)
+		return;
+	end = strchr(p, '\n');
+	call = strstr(p, "redis.call('");
+	if (call == NULL || (end != NULL && call > end))
+		return;
+	call += strlen("redis.call('");
+	end = strchr(call, '\'');
+	if (end != NULL && end - call < (ptrdiff_t) len)
+		strlcpy(name, call, end - call + 1);
+}
+
+/*
+ * Raises the ERROR for a refusal by the Redis user's ACL, if msg is one,
+ * naming what the user lacks.  Redis names a plain command it refused
+ * ("NOPERM this user has no permissions to run the 'del' command"), but
+ * of a command a script ran it gives only the line ("The user executing
+ * the script can't run this command or subcommand script: <sha1>, on
+ * @user_script:46."): the script is ours, so its line says which.
+ * Called with the replies already freed; msg is a copy.
+ */
+static void
+rl_raise_acl_refusal(const char *msg, const RlScriptCall *call)
+{
+	const char *at = strstr(msg, "@user_script:");
+	const char *quote = strstr(msg, "run the '");
+	char		name[64] = "";
+	int			line = 0;
+
+	if (strncmp(msg, "NOPERM", 6) != 0 &&
+		strstr(msg, "The user executing the script can't") == NULL)
+		return;
+	if (strstr(msg, "keys") != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+				 errmsg("the Redis user may not use the keys under ratelimit.key_prefix \"%s\"",
+						rl_key_prefix),
+				 errdetail_internal("%s", msg),
+				 errhint("Give the user ratelimit.redis_username the key pattern ~%s* in its Redis ACL.",
+						 rl_key_prefix)));
+	if (at != NULL && call != NULL)
+	{
+		line = atoi(at + strlen("@user_script:"));
+		rl_script_line_command(rl_script_sources[call->script].text, line,
+							   name, sizeof(name));
+	}
+	else if (quote != NULL)
+	{
+		quote += strlen("run the '");
+		for (int i = 0; quote[i] != '\0' && quote[i] != '\'' &&
+			 i < (int) sizeof(name) - 1; i++)
+		{
+			name[i] = pg_toupper((unsigned char) quote[i]);
+			name[i + 1] = '\0';
+		}
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+			 line > 0 ?
+			 errmsg("the Redis user may not run %s, which line %d of the %s script calls",
+					name[0] ? name : "a command", line,
+					rl_script_sources[call->script].name) :
+			 errmsg("the Redis user may not run %s", name[0] ? name : "a command"),
+			 errdetail_internal("%s", msg),
+			 errhint("Grant the user ratelimit.redis_username the commands README's section \"Redis ACL\" lists.")));
+}
+
 /* Prepares a call with room for nparams keys and arguments. */
 void
 rl_script_call_init(RlScriptCall *call, int script, int nkeys, int nparams)
@@ -118,7 +203,8 @@ rl_build_eval(RlCommand *cmd, RlScriptCall *call, bool by_text, char *numkeys)
  * every reply.  Returns the number of replies left.
  */
 static int
-rl_check_replies(redisReply **replies, int n, bool healthy)
+rl_check_replies(redisReply **replies, int n, const RlScriptCall *calls,
+				 bool healthy)
 {
 	char		unavailable[512] = "";
 	const char *setting = NULL;
@@ -148,6 +234,7 @@ rl_check_replies(redisReply **replies, int n, bool healthy)
 			continue;
 		}
 		rl_free_replies(replies, n);
+		rl_raise_acl_refusal(msg, calls != NULL ? &calls[i] : NULL);
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 				 errmsg("Redis rejected a rate limiter command"),
@@ -254,7 +341,7 @@ rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
 	PG_TRY();
 	{
 		ok = rl_resend_missing(calls, n, replies, cmds, numkeys, deadline);
-		left = rl_check_replies(replies, n, ok);
+		left = rl_check_replies(replies, n, calls, ok);
 	}
 	PG_CATCH();
 	{
@@ -277,7 +364,7 @@ rl_run_command(RlCommand *cmd, redisReply **reply)
 										   rl_command_timeout);
 	if (!rl_conn_roundtrip(cmd, 1, reply, deadline, true))
 		return false;
-	return rl_check_replies(reply, 1, true) > 0;
+	return rl_check_replies(reply, 1, NULL, true) > 0;
 }
 
 /* A script's reply {allowed, remaining, retry_after_ms, reset_after_ms}. */

@@ -66,12 +66,14 @@
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
 #include "utils/datetime.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
@@ -391,6 +393,7 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	conf->ncols = list_length(cols);
 	conf->cols = palloc(sizeof(AttrNumber) * conf->ncols);
 	conf->colnames = palloc(sizeof(char *) * conf->ncols);
+	conf->privcols = palloc(sizeof(AttrNumber) * conf->ncols);
 	conf->outfuncs = palloc(sizeof(FmgrInfo) * conf->ncols);
 	conf->forms = palloc(sizeof(RlKeyForm) * conf->ncols);
 	i = 0;
@@ -409,6 +412,7 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 								psprintf("column \"%s\" is listed twice", name));
 		}
 		conf->colnames[i] = pstrdup(quote_identifier(name));
+		conf->privcols[i] = get_attnum(owner, name);
 		conf->forms[i] = rl_key_form(trigdata, name,
 									 TupleDescAttr(RelationGetDescr(rel), conf->cols[i] - 1));
 		getTypeOutputInfo(TupleDescAttr(RelationGetDescr(rel), conf->cols[i] - 1)->atttypid,
@@ -443,6 +447,7 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	{
 		conf->costname = pstrdup(args[5]);
 		conf->costcol = rl_find_column(trigdata, 6, args[5]);
+		conf->privcost = get_attnum(owner, args[5]);
 		rl_refuse_generated(trigdata, args[5], conf->costcol);
 		conf->costtype = TupleDescAttr(RelationGetDescr(rel), conf->costcol - 1)->atttypid;
 		if (conf->costtype != INT2OID && conf->costtype != INT4OID &&
@@ -549,6 +554,8 @@ rl_trigger_conf_copy(const RlTriggerConf *conf, MemoryContext cxt)
 	copy->cols = palloc(sizeof(AttrNumber) * conf->ncols);
 	memcpy(copy->cols, conf->cols, sizeof(AttrNumber) * conf->ncols);
 	copy->colnames = palloc(sizeof(char *) * conf->ncols);
+	copy->privcols = palloc(sizeof(AttrNumber) * conf->ncols);
+	memcpy(copy->privcols, conf->privcols, sizeof(AttrNumber) * conf->ncols);
 	copy->outfuncs = palloc(sizeof(FmgrInfo) * conf->ncols);
 	copy->forms = palloc(sizeof(RlKeyForm) * conf->ncols);
 	for (int i = 0; i < conf->ncols; i++)
@@ -661,8 +668,54 @@ rl_trigger_cost_value(RlTriggerConf *conf, Datum value, bool isnull)
 		cost = DatumGetInt32(value);
 	else
 		cost = DatumGetInt64(value);
-	rl_check_cost(cost, &conf->limiter);
+	if (cost < 0 || cost > conf->limiter.limit)
+	{
+		bool		show = rl_trigger_may_read(conf, true);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 cost < 0 ?
+				 errmsg("cost column \"%s\" of table \"%s\" holds a negative cost, which trigger \"%s\" cannot charge",
+						conf->costname, conf->table, conf->trigger) :
+				 errmsg("cost column \"%s\" of table \"%s\" holds a cost above the limit " INT64_FORMAT " of trigger \"%s\"",
+						conf->costname, conf->table, conf->limiter.limit,
+						conf->trigger),
+				 show ? errdetail("The row's cost is " INT64_FORMAT ".", cost) : 0,
+				 cost < 0 ? 0 :
+				 errhint("A row that costs more than the limit can never be written.")));
+	}
 	return cost;
+}
+
+/*
+ * True if the current user may see the row's key values (and its cost,
+ * with_cost) in a message.  The rule is PostgreSQL's for the DETAIL of a
+ * unique violation (BuildIndexValueDescription): no row-level security on
+ * the table, and SELECT on it or on each column shown.  A role may be
+ * allowed to UPDATE rows whose key it may not read.
+ */
+bool
+rl_trigger_may_read(RlTriggerConf *conf, bool with_cost)
+{
+	Oid			user = GetUserId();
+
+	if (check_enable_rls(conf->relid, InvalidOid, true) == RLS_ENABLED)
+		return false;
+	if (pg_class_aclcheck(conf->relid, user, ACL_SELECT) == ACLCHECK_OK)
+		return true;
+	for (int i = 0; i < conf->ncols; i++)
+	{
+		if (conf->privcols[i] == InvalidAttrNumber ||
+			pg_attribute_aclcheck(conf->relid, conf->privcols[i], user,
+								  ACL_SELECT) != ACLCHECK_OK)
+			return false;
+	}
+	if (with_cost && conf->costcol != 0 &&
+		(conf->privcost == InvalidAttrNumber ||
+		 pg_attribute_aclcheck(conf->relid, conf->privcost, user,
+							   ACL_SELECT) != ACLCHECK_OK))
+		return false;
+	return true;
 }
 
 /* The Redis key of a limiter key; too long a key is an error. */
@@ -713,9 +766,12 @@ rl_trigger_denied(RlTriggerConf *conf, const char *desc, const RlAnswer *answer)
 	if (!answer->known)
 		detail = psprintf("Redis is unavailable and ratelimit.failure_mode is \"closed\". Retry after " INT64_FORMAT " ms.",
 						  answer->retry_after_ms);
-	else
+	else if (rl_trigger_may_read(conf, false))
 		detail = psprintf("Key %s is over the limit. Retry after " INT64_FORMAT " ms.",
 						  desc, answer->retry_after_ms);
+	else
+		detail = psprintf("The row's key is over the limit. Retry after " INT64_FORMAT " ms.",
+						  answer->retry_after_ms);
 	rl_trigger_raise(conf, detail,
 					 psprintf("Trigger \"%s\" limits the rows written per key; try again after the wait.",
 							  conf->trigger),

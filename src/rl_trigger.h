@@ -50,6 +50,9 @@ typedef struct RlTriggerConf
 	AttrNumber	costcol;		/* 0: every row costs 1 */
 	Oid			costtype;
 	char	   *costname;
+	/* The key and cost columns in relid, whose privileges messages obey. */
+	AttrNumber *privcols;
+	AttrNumber	privcost;
 	void	   *statement;		/* the statement trigger's own state */
 } RlTriggerConf;
 
@@ -78,6 +81,7 @@ extern void rl_trigger_key_values(RlTriggerConf *conf, const Datum *values,
 extern int64 rl_trigger_cost(RlTriggerConf *conf, TupleTableSlot *slot);
 extern int64 rl_trigger_cost_value(RlTriggerConf *conf, Datum value,
 								   bool isnull);
+extern bool rl_trigger_may_read(RlTriggerConf *conf, bool with_cost);
 extern char *rl_trigger_redis_key(RlTriggerConf *conf, const char *key);
 extern void rl_trigger_raise(RlTriggerConf *conf, const char *detail,
 							 const char *hint,

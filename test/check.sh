@@ -233,14 +233,14 @@ rl_run_tap() {
 	[ "$(id -u)" = 0 ] && chown postgres: "$RL_TMP/tap"
 	results=$RL_TMP/tap/results
 	# The suites run as the cluster owner, from the checkout, or from a
-	# copy of its test/ when the owner cannot read the checkout (a clone
-	# under /root, mode 700).
+	# copy of its test/ (and README.md, which 015_acl reads) when the owner
+	# cannot read the checkout (a clone under /root, mode 700).
 	srcdir=$RL_ROOT
 	if ! rl_as_owner test -r "$RL_ROOT/test/perl" -a -x "$RL_ROOT/test/perl" \
 		-a -r "$RL_ROOT/test/t" -a -x "$RL_ROOT/test/t" -a -x "$RL_ROOT"; then
 		srcdir=$RL_TMP/tap-src
 		mkdir -p "$srcdir"
-		cp -r "$RL_ROOT/test" "$srcdir/"
+		cp -r "$RL_ROOT/test" "$RL_ROOT/README.md" "$srcdir/"
 		[ "$(id -u)" = 0 ] && chown -R postgres: "$srcdir"
 	fi
 

@@ -3,7 +3,8 @@
 # Error replies from a reachable Redis.  "Unavailable" states (BUSY, OOM,
 # max clients, NOAUTH/WRONGPASS, READONLY) get the failure policy and a
 # WARNING, and the limiter recovers once they pass; misuse (WRONGTYPE,
-# NOPERM) is an ERROR 38000, never a fail-open.  Passwords never reach a
+# NOPERM) is an ERROR 38000, never a fail-open, and a NOPERM names the
+# command the Redis user lacks.  Passwords never reach a
 # message, rl_status() or the server log.  A least-privilege ACL user
 # works, and a promoted replica takes over when the endpoint is switched
 # with ALTER SYSTEM + pg_reload_conf().  A password from
@@ -326,18 +327,21 @@ $mark = fault_mark();
 			'ACL rl_min from the file: Redis sees the connection as rl_min');
 		$a->quit;
 	}
-	for my $case ([ 'rl_notime', qr/can't run this command/ ],
-		[ 'rl_noevalsha', qr/NOPERM .*evalsha/ ],
-		[ 'rl_otherkeys', qr/NOPERM .*access one of the keys/ ])
+	for my $case (
+		[ 'rl_notime', qr/can't run this command/,
+			qr/the Redis user may not run TIME, which line \d+ of the fixed_window script calls/ ],
+		[ 'rl_noevalsha', qr/NOPERM .*evalsha/, qr/the Redis user may not run EVALSHA/ ],
+		[ 'rl_otherkeys', qr/NOPERM .*access one of the keys/,
+			qr/the Redis user may not use the keys under ratelimit\.key_prefix "rl:"/ ])
 	{
-		my ($user, $detail) = @$case;
+		my ($user, $detail, $message) = @$case;
 		my $a = rl_session($node);
 		rl_run($a, "SET log_statement = 'none'");
 		rl_run($a, "SET ratelimit.redis_username = '$user'");
 		rl_run($a, "SET ratelimit.redis_password = 'pw-$user'");
 		my ($out, $err) = rl_run($a, call_sql("acl_$user"));
-		like($err, qr/ERROR:  38000: Redis rejected a rate limiter command/,
-			"ACL $user: ERROR 38000");
+		like($err, qr/ERROR:  38000: $message/,
+			"ACL $user: ERROR 38000 names what the user lacks");
 		like($err, $detail, "ACL $user: the Redis reason in DETAIL");
 		is($out, '', "ACL $user: never a fail-open row");
 		is(status($a)->{fail_open}, 0, "ACL $user: no policy answer counted");
