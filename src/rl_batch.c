@@ -108,6 +108,7 @@ rl_allow_many(PG_FUNCTION_ARGS)
 	RlAnswer   *answers;
 	int			element = 0;
 	ErrorContextCallback context;
+	MemoryContext chunk;
 
 	rl_require_args(fcinfo, 5);
 	keys = rl_batch_elements(fcinfo, 0, "keys", &n);
@@ -154,13 +155,25 @@ rl_allow_many(PG_FUNCTION_ARGS)
 	if (n == 0)
 		return (Datum) 0;
 
+	/*
+	 * What a round trip builds (Redis keys, commands) is freed after it,
+	 * so a call's memory stays what its arguments and answers need: 100 000
+	 * keys would otherwise leave tens of megabytes that the backend keeps.
+	 */
 	answers = palloc(sizeof(RlAnswer) * n);
+	chunk = AllocSetContextCreate(CurrentMemoryContext, "rl_allow_many round trip",
+								  ALLOCSET_DEFAULT_SIZES);
 	for (int i = 0; i < n; i += RL_BATCH_CHUNK)
 	{
+		MemoryContext old = MemoryContextSwitchTo(chunk);
+
 		CHECK_FOR_INTERRUPTS();
 		rl_check_many(&limiter, keyptrs + i, keylens + i, costs + i,
 					  Min(RL_BATCH_CHUNK, n - i), answers + i);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(chunk);
 	}
+	MemoryContextDelete(chunk);
 
 	for (int i = 0; i < n; i++)
 	{

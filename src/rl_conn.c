@@ -665,8 +665,23 @@ rl_connect(char *signature)
 		return false;
 	}
 
+	/*
+	 * The socket and the wait set's epoll descriptor both count against
+	 * the backend's budget of external descriptors, which postgres_fdw and
+	 * dblink share.  Both are reserved first, so that a backend out of
+	 * descriptors is an outage for the policy to answer, not an ERROR from
+	 * inside CreateWaitEventSet; the second goes back just before the wait
+	 * set takes it.
+	 */
 	if (!AcquireExternalFD())
 	{
+		explicit_bzero(password, sizeof(password));
+		rl_conn_failure(false, "could not connect to Redis: too many open files");
+		return false;
+	}
+	if (!AcquireExternalFD())
+	{
+		ReleaseExternalFD();
 		explicit_bzero(password, sizeof(password));
 		rl_conn_failure(false, "could not connect to Redis: too many open files");
 		return false;
@@ -683,6 +698,7 @@ rl_connect(char *signature)
 		if (c != NULL)
 			redisFree(c);
 		ReleaseExternalFD();
+		ReleaseExternalFD();
 		explicit_bzero(password, sizeof(password));
 		if (rl_connect_setting(msg) != NULL)
 			rl_conn_misconfigured(rl_connect_setting(msg),
@@ -695,9 +711,10 @@ rl_connect(char *signature)
 	rl_counters.connects++;
 
 	/*
-	 * Building the wait set can fail (it needs a descriptor of its own): the
-	 * ERROR must not leave a connection without one behind.
+	 * Building the wait set can still fail (epoll_create1 itself, out of
+	 * memory): the ERROR must not leave a connection without one behind.
 	 */
+	ReleaseExternalFD();
 	PG_TRY();
 	{
 		rl_waitset = CreateWaitEventSet(TopMemoryContext, 3);

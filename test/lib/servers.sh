@@ -23,6 +23,8 @@ RL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 RL_PGBIN=/usr/lib/postgresql/15/bin
 RL_PACKAGES="postgresql-15 postgresql-server-dev-15 libhiredis-dev redis-server
 	libipc-run-perl make gcc"
+# Installed when root; without them the suites that need them skip.
+RL_OPTIONAL_PACKAGES="strace"
 RL_PIDS_REDIS=()
 RL_PGDATAS=()
 
@@ -74,6 +76,11 @@ rl_setup() {
 	for p in $RL_PACKAGES; do
 		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 	done
+	if [ "$(id -u)" = 0 ]; then
+		for p in $RL_OPTIONAL_PACKAGES; do
+			dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+		done
+	fi
 	if [ ${#missing[@]} -gt 0 ]; then
 		if [ "$(id -u)" != 0 ]; then
 			echo "missing packages: ${missing[*]}; run as root (or with sudo)" >&2
