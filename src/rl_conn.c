@@ -51,7 +51,8 @@
 
 /*
  * No reply to a command of ours is an array of more than five elements (a
- * script's answer) or larger than INFO's few kilobytes.  hiredis
+ * layered script's answer; 64 leaves room) or larger than INFO's few
+ * kilobytes.  hiredis
  * allocates an array's element table when it reads the header, so a peer
  * that claims *2147483647 would make this backend allocate 16 GB and, on
  * giving up, walk it for seconds where no cancel reaches; a bulk length

@@ -415,10 +415,13 @@ fault_done('hostile peer: 400 faulty calls with large replies, no leak', $mark);
 
 # 6. The random campaign: on the AddressSanitizer node when it can be
 # built, else on this one.
+my $asan_mode = '';
 my ($asan_node, $asan_dir, $asan_why) = asan_node();
+note $asan_node ? "campaign under AddressSanitizer: $asan_mode" : "no AddressSanitizer: $asan_why";
 my $cnode = $asan_node // $node;
 my $cproxy = $proxy;
 my $cs = $asan_node ? session($asan_node) : $s;
+my $asan_pm_start = $asan_node ? $asan_node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()') : '';
 my $cases = $ENV{RL_FUZZ_CASES} // 200;
 my $seed = $ENV{RL_FUZZ_SEED} // (int(time() * 1000) ^ $$) % 2**31;
 srand($seed);
@@ -473,7 +476,7 @@ my ($done, $failed) = (0, 0);
 	is($failed, 0, "random campaign: $done cases, every one ended in an ERROR or a policy answer, "
 		  . "within the timeouts, then the real Redis's answer");
 	fact('figure.012', "hostile peer: random campaign of $done cases (seed $seed)"
-		  . ($asan_node ? ', under AddressSanitizer' : ''));
+		  . ($asan_node ? ", under AddressSanitizer ($asan_mode)" : ''));
 }
 fault_done('hostile peer: random campaign' . ($asan_node ? ' under AddressSanitizer' : ''), $mark);
 
@@ -485,7 +488,9 @@ unlike(slurp_file($node->logfile), qr/terminated by signal|server process .* was
 	'no backend died of a signal');
 SKIP:
 {
-	skip "AddressSanitizer build not possible: $asan_why", 3 unless $asan_node;
+	skip "AddressSanitizer build not possible: $asan_why", 4 unless $asan_node;
+	is($asan_node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $asan_pm_start,
+		'ASan node: the postmaster never restarted');
 	like($asan_node->safe_psql('postgres', q{SELECT setting FROM pg_settings WHERE name = 'shared_preload_libraries'}),
 		qr{/ratelimit\.so$}, 'the campaign node loads the AddressSanitizer build');
 	unlike(slurp_file($asan_node->logfile), qr/terminated by signal|AddressSanitizer/,
@@ -512,21 +517,25 @@ sub asan_node
 	chomp $libasan;
 	return (undef, undef, 'gcc has no libasan (gcc -print-file-name=libasan.so)')
 	  unless $libasan =~ m{^/} && -e $libasan;
-	# The server binary is not built with ASan, so the runtime is
-	# preloaded; that must let it start at all.
+	# The server binary is not built with ASan.  Best, the runtime is
+	# preloaded into it, so that malloc is ASan's too (heap checks); where
+	# that cannot even start the server, the runtime comes in with the
+	# library (verify_asan_link_order=0) and checks the stack and globals
+	# of the extension's own code.
 	my $bindir = `pg_config --bindir`;
 	chomp $bindir;
 	my ($vout, $verr) = ('', '');
-	my $runs = eval {
+	my $preload = eval {
 		local $ENV{LD_PRELOAD} = $libasan;
 		local $ENV{ASAN_OPTIONS} = 'detect_leaks=0';
 		IPC::Run::run([ "$bindir/postgres", '--version' ], '<', \undef, '>', \$vout,
 			'2>', \$verr, IPC::Run::timeout(10));
-	};
-	return (undef, undef, "with LD_PRELOAD=$libasan, '$bindir/postgres --version' "
-		  . ($@ =~ /timeout/i ? 'does not return within 10 s (it deadlocks before main on this system)'
-			  : "fails: $@$verr"))
-	  unless $runs && $vout =~ /PostgreSQL/;
+	} && $vout =~ /PostgreSQL/;
+	$asan_mode = $preload
+	  ? 'the ASan runtime preloaded: heap, stack and globals checked'
+	  : "the ASan runtime loaded with the library (with LD_PRELOAD=$libasan, "
+	  . "'postgres --version' " . ($@ =~ /timeout/i ? 'does not return within 10 s' : 'fails')
+	  . '): stack and globals of the extension checked, not the heap';
 	my $dir = PostgreSQL::Test::Utils::tempdir;
 	make_path("$dir/src/src", "$dir/report");
 	for my $d (qw(src lua sql))
@@ -536,7 +545,8 @@ sub asan_node
 	}
 	copy("$root/$_", "$dir/src/$_") or return (undef, undef, "cannot copy $_: $!")
 	  for qw(Makefile ratelimit.control);
-	unlink "$dir/src/src/rl_scripts_gen.h";
+	# Objects of the plain build must not stand in for instrumented ones.
+	unlink "$dir/src/src/rl_scripts_gen.h", glob("$dir/src/src/*.o"), glob("$dir/src/src/*.bc");
 	my $log = "$dir/build.log";
 	system("make -C '$dir/src' -s with_llvm=no "
 		  . "PG_CFLAGS='-fsanitize=address -fno-omit-frame-pointer -g' "
@@ -554,9 +564,10 @@ shared_preload_libraries = '$so'
 ratelimit.redis_port = $port
 $node_conf
 });
-	local $ENV{LD_PRELOAD} = $libasan;
+	local $ENV{LD_PRELOAD} = $preload ? $libasan : $ENV{LD_PRELOAD};
+	delete $ENV{LD_PRELOAD} unless defined $ENV{LD_PRELOAD};
 	local $ENV{ASAN_OPTIONS} =
-	  "detect_leaks=0:abort_on_error=1:allocator_may_return_null=1:log_path=$dir/report/asan";
+	  "detect_leaks=0:abort_on_error=1:allocator_may_return_null=1:verify_asan_link_order=0:log_path=$dir/report/asan";
 	my $started = eval { $anode->start(fail_ok => 1) };
 	return (undef, undef, 'the ASan node did not start: ' . slurp_file($anode->logfile))
 	  unless $started;
