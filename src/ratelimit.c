@@ -238,7 +238,17 @@ rl_delete_keys(char **keys, int n)
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("Redis server %s is unavailable", rl_conn_endpoint()),
 				 errdetail_internal("%s", rl_conn_last_error(&at))));
-	existed = reply->type == REDIS_REPLY_INTEGER && reply->integer > 0;
+	if (reply->type != REDIS_REPLY_INTEGER)
+	{
+		/* DEL answers a count; anything else is a peer out of step. */
+		freeReplyObject(reply);
+		rl_conn_drop();
+		ereport(ERROR,
+				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+				 errmsg("unexpected reply from Redis to DEL"),
+				 errdetail("The connection to Redis was closed; the next call opens a new one.")));
+	}
+	existed = reply->integer > 0;
 	freeReplyObject(reply);
 	return existed;
 }

@@ -49,6 +49,19 @@
 /* Longest password accepted from ratelimit.redis_password_file. */
 #define RL_MAX_PASSWORD_BYTES	1024
 
+/*
+ * No reply to a command of ours is an array of more than five elements (a
+ * layered script's answer; 64 leaves room) or larger than INFO's few
+ * kilobytes.  hiredis
+ * allocates an array's element table when it reads the header, so a peer
+ * that claims *2147483647 would make this backend allocate 16 GB and, on
+ * giving up, walk it for seconds where no cancel reaches; a bulk length
+ * of 4 GB would have it buffer whatever arrives.  Larger replies are
+ * refused as a protocol error.
+ */
+#define RL_MAX_REPLY_ELEMENTS	64
+#define RL_MAX_REPLY_BYTES		(1024 * 1024)
+
 static redisContext *rl_ctx = NULL;
 static WaitEventSet *rl_waitset = NULL;
 static int	rl_sock_pos = -1;
@@ -70,6 +83,23 @@ static char rl_server_version[32] = "";
 static bool rl_exit_registered = false;
 
 RlCounters	rl_counters;
+
+/* hiredis's reply builders, with arrays bounded (see RL_MAX_REPLY_ELEMENTS). */
+static redisReplyObjectFunctions rl_reply_functions;
+static void *(*rl_hiredis_create_array) (const redisReadTask *, int) = NULL;
+static int	rl_refused_elements = 0;
+
+/* hiredis's createArray, refusing tables no reply of ours needs. */
+static void *
+rl_create_array(const redisReadTask *task, int elements)
+{
+	if (elements > RL_MAX_REPLY_ELEMENTS)
+	{
+		rl_refused_elements = elements;
+		return NULL;			/* hiredis: a protocol error, nothing allocated */
+	}
+	return rl_hiredis_create_array(task, elements);
+}
 
 static void
 rl_discard(void)
@@ -480,7 +510,10 @@ rl_link_broken(redisReply **replies, int got, const char *what)
 {
 	const char *said = rl_first_error(replies, got);
 
-	if (said != NULL)
+	if (rl_refused_elements > 0)
+		rl_conn_failure(false, "Redis sent an array of %d elements, more than any reply to the extension's commands has",
+						rl_refused_elements);
+	else if (said != NULL)
 		rl_conn_failure(false, "Redis closed the connection after replying: %s",
 						said);
 	else
@@ -514,8 +547,25 @@ rl_read(redisReply **replies, int n, TimestampTz deadline)
 				rl_link_broken(replies, i, "could not receive from Redis");
 				return false;
 			}
+			if (rl_ctx->reader->len - rl_ctx->reader->pos > RL_MAX_REPLY_BYTES)
+			{
+				rl_conn_failure(false, "Redis sent a reply of more than %d bytes, more than any reply to the extension's commands has",
+								RL_MAX_REPLY_BYTES);
+				return false;
+			}
 		}
 		replies[i] = (redisReply *) reply;
+	}
+
+	/*
+	 * Bytes after the last reply answer no command of ours: the peer is out
+	 * of step (or not Redis), so none of these replies can be trusted to be
+	 * the answer to its command.
+	 */
+	if (rl_ctx->reader->pos < rl_ctx->reader->len)
+	{
+		rl_conn_failure(false, "Redis sent more replies than commands");
+		return false;
 	}
 	return true;
 }
@@ -709,6 +759,14 @@ rl_connect(char *signature)
 	}
 	rl_ctx = c;
 	rl_counters.connects++;
+	if (rl_hiredis_create_array == NULL)
+	{
+		rl_reply_functions = *c->reader->fn;
+		rl_hiredis_create_array = rl_reply_functions.createArray;
+		rl_reply_functions.createArray = rl_create_array;
+	}
+	c->reader->fn = &rl_reply_functions;
+	rl_refused_elements = 0;
 
 	/*
 	 * Building the wait set can still fail (epoll_create1 itself, out of
@@ -828,6 +886,17 @@ rl_connect(char *signature)
 				rl_conn_failure(false, "Redis refused the connection: %s", msg);
 			return false;
 		}
+
+		/*
+		 * AUTH, SELECT and CLIENT SETNAME answer +OK, INFO a bulk string:
+		 * anything else comes from a peer out of step, or not Redis.
+		 */
+		if (replies[i]->type != (i == n - 1 ? REDIS_REPLY_STRING : REDIS_REPLY_STATUS))
+		{
+			rl_free_replies(replies, n);
+			rl_conn_failure(false, "unexpected reply to %s from Redis", argv[i][0]);
+			return false;
+		}
 	}
 	if (replies[n - 1]->type == REDIS_REPLY_STRING)
 		rl_parse_version(replies[n - 1]->str);
@@ -942,6 +1011,16 @@ rl_policy_answer(RlAnswer *answer)
 					 errdetail_internal("%s", rl_last_error),
 					 errhint("ratelimit.failure_mode is \"error\"; set it to \"open\" or \"closed\" to answer without Redis.")));
 	}
+}
+
+/*
+ * Drops the connection after a reply of the wrong shape: the peer is out of
+ * step (or not Redis), so its next reply cannot be trusted either.
+ */
+void
+rl_conn_drop(void)
+{
+	rl_discard();
 }
 
 bool

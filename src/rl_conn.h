@@ -36,6 +36,7 @@ extern const char *rl_reply_setting(const char *reply);
 extern void rl_conn_succeeded(void);
 extern void rl_policy_answer(RlAnswer *answer);
 extern void rl_free_replies(redisReply **replies, int n);
+extern void rl_conn_drop(void);
 
 /* What rl_status() shows. */
 extern bool rl_conn_connected(void);

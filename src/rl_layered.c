@@ -116,9 +116,11 @@ rl_check_rules(char **redis_keys, const RlLimiter *limiters,
 	else
 	{
 		rl_free_replies(&reply, 1);
+		rl_conn_drop();
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("unexpected reply from a rate limiter script")));
+				 errmsg("unexpected reply from a rate limiter script"),
+				 errdetail("The connection to Redis was closed; the next call opens a new one.")));
 	}
 	rl_take_answers(&reply, 1, answer);
 	if (answer->allowed)

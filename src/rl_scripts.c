@@ -390,7 +390,7 @@ rl_reply_answer(redisReply *reply, RlAnswer *answer)
  * Turns n script replies into answers and frees them; a missing reply
  * (Redis refused that call as unavailable) gets the policy's answer, and a
  * reply of the wrong shape (a foreign script under our SHA, say) is an
- * ERROR.
+ * ERROR, and the link is dropped: what comes next on it cannot be trusted.
  */
 void
 rl_take_answers(redisReply **replies, int n, RlAnswer *answers)
@@ -405,9 +405,13 @@ rl_take_answers(redisReply **replies, int n, RlAnswer *answers)
 	}
 	rl_free_replies(replies, n);
 	if (!ok)
+	{
+		rl_conn_drop();
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("unexpected reply from a rate limiter script")));
+				 errmsg("unexpected reply from a rate limiter script"),
+				 errdetail("The connection to Redis was closed; the next call opens a new one.")));
+	}
 	/* Only now, with nothing left to free: under "error" this raises. */
 	for (int i = 0; i < n; i++)
 	{

@@ -241,6 +241,9 @@ rl_run_tap() {
 		srcdir=$RL_TMP/tap-src
 		mkdir -p "$srcdir"
 		cp -r "$RL_ROOT/test" "$RL_ROOT/README.md" "$srcdir/"
+		# 012_hostile_peer builds the source once more, under ASan.
+		cp -r "$RL_ROOT/src" "$RL_ROOT/lua" "$RL_ROOT/sql" "$RL_ROOT/Makefile" \
+			"$RL_ROOT/ratelimit.control" "$srcdir/"
 		[ "$(id -u)" = 0 ] && chown -R postgres: "$srcdir"
 	fi
 
