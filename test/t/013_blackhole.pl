@@ -187,8 +187,9 @@ $mark = fault_mark();
 			"command, $mode: rl_status() shows an outage");
 		is($st->{connected}, 'f', "command, $mode: the link was dropped");
 	}
-	# The kernel backs off 0.2, 0.4, 0.8, 1.6 s: 3.5 s see every
-	# retransmission that could still come.
+	# An orphaned socket would retransmit about 0.2, 0.6, 1.4 and 3 s
+	# after the send (0.2.0 delivered it at the first of these after the
+	# lift): 3.5 s see every one that could still come.
 	usleep(3_500_000);
 	note 'counts 3.5 s after the hole was lifted: open ' . count_of('cmd_open')
 	  . ', closed ' . count_of('cmd_closed');
