@@ -122,7 +122,8 @@ sub start
 
 sub port { $_[0]->{port} }
 sub host { $_[0]->{bind} }
-sub dir { $_[0]->{dir} }
+sub pid { $_[0]->{pid} }
+sub logfile { "$_[0]->{dir}/$_[0]->{name}.log" }
 
 # redis-cli's arguments to reach the server.
 sub cli_target
@@ -130,8 +131,6 @@ sub cli_target
 	my ($self) = @_;
 	return $self->{socket} ? ('-s', $self->{socket}) : ('-p', $self->{port});
 }
-sub pid { $_[0]->{pid} }
-sub logfile { "$_[0]->{dir}/$_[0]->{name}.log" }
 
 # Credentials redis-cli should use from now on, e.g. ('-a', 'pw').
 sub set_auth
