@@ -101,6 +101,17 @@ rl_create_array(const redisReadTask *task, int elements)
 	return rl_hiredis_create_array(task, elements);
 }
 
+/*
+ * Drops the connection.  When a command is out and its reply unread (a
+ * timeout, a cancel, a broken link), the socket is reset, not closed: a
+ * plain close leaves the kernel retransmitting the unacknowledged command
+ * for seconds after the call was answered by the policy, so a command
+ * sent into a black-holed network would reach Redis once the path came
+ * back and be counted behind the policy's answer (charging a call that
+ * fail-closed had denied).  With SO_LINGER 0, close() discards whatever
+ * is unsent or unacknowledged and sends RST.  What Redis has already
+ * received may still run, once; nothing is delivered afterwards.
+ */
 static void
 rl_discard(void)
 {
@@ -111,6 +122,13 @@ rl_discard(void)
 	}
 	if (rl_ctx != NULL)
 	{
+		if (rl_busy && rl_ctx->fd >= 0)
+		{
+			struct linger reset = {.l_onoff = 1,.l_linger = 0};
+
+			(void) setsockopt(rl_ctx->fd, SOL_SOCKET, SO_LINGER, &reset,
+							  sizeof(reset));
+		}
 		redisFree(rl_ctx);
 		rl_ctx = NULL;
 		ReleaseExternalFD();

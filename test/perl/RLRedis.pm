@@ -14,6 +14,8 @@ use warnings;
 
 use Exporter 'import';
 use IO::Socket::INET;
+use IO::Socket::UNIX;
+use Socket qw(SOCK_STREAM);
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -36,6 +38,10 @@ if (!$ENV{PG_REGRESS})
 }
 
 # RLRedis->new(name => 'main', args => [...]): starts a redis-server.
+# Options for a server in another network namespace (RLNetns): bind (its
+# address, instead of 127.0.0.1), wrap (a command prefix that runs it
+# there, e.g. nsenter) and unixsocket (the suite then talks to it over a
+# Unix socket in its directory, which no network fault touches).
 sub new
 {
 	my ($class, %opt) = @_;
@@ -44,7 +50,10 @@ sub new
 		args => $opt{args} // [],
 		dir => PostgreSQL::Test::Utils::tempdir,
 		auth => [],
+		bind => $opt{bind} // '127.0.0.1',
+		wrap => $opt{wrap} // [],
 	}, $class;
+	$self->{socket} = "$self->{dir}/$self->{name}.sock" if $opt{unixsocket};
 	push @started, $self;
 	my $first = 16400 + ($$ % 100);
 	for my $i (0 .. 99)
@@ -80,8 +89,11 @@ sub start
 	my $pidfile = "$self->{dir}/$self->{name}.pid";
 	unlink $pidfile;
 	IPC::Run::run [
-		'redis-server', '--port', $self->{port},
-		'--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+		@{ $self->{wrap} }, 'redis-server', '--port', $self->{port},
+		'--bind', $self->{bind}, '--save', '', '--appendonly', 'no',
+		($self->{socket} ? ('--unixsocket', $self->{socket}) : ()),
+		# Another address is a private namespace's (RLNetns): no password.
+		($self->{bind} ne '127.0.0.1' ? ('--protected-mode', 'no') : ()),
 		'--daemonize', 'yes', '--dir', $self->{dir},
 		'--pidfile', $pidfile,
 		'--logfile', "$self->{dir}/$self->{name}.log",
@@ -109,8 +121,16 @@ sub start
 }
 
 sub port { $_[0]->{port} }
+sub host { $_[0]->{bind} }
 sub pid { $_[0]->{pid} }
 sub logfile { "$_[0]->{dir}/$_[0]->{name}.log" }
+
+# redis-cli's arguments to reach the server.
+sub cli_target
+{
+	my ($self) = @_;
+	return $self->{socket} ? ('-s', $self->{socket}) : ('-p', $self->{port});
+}
 
 # Credentials redis-cli should use from now on, e.g. ('-a', 'pw').
 sub set_auth
@@ -125,7 +145,7 @@ sub cli
 	my ($self, @args) = @_;
 	my ($out, $err) = ('', '');
 	eval {
-		IPC::Run::run [ 'redis-cli', '-p', $self->{port},
+		IPC::Run::run [ 'redis-cli', $self->cli_target,
 			@{ $self->{auth} }, '--no-auth-warning', @args ],
 		  '<', \undef, '>', \$out, '2>', \$err,
 		  IPC::Run::timeout(15);
@@ -141,7 +161,7 @@ sub cli_bg
 {
 	my ($self, @args) = @_;
 	my ($out, $err) = ('', '');
-	return IPC::Run::start [ 'redis-cli', '-p', $self->{port},
+	return IPC::Run::start [ 'redis-cli', $self->cli_target,
 		@{ $self->{auth} }, '--no-auth-warning', @args ],
 	  '<', \undef, '>', \$out, '2>', \$err;
 }
@@ -158,7 +178,9 @@ sub cmd
 	local $SIG{PIPE} = 'IGNORE';
 	for my $try (1 .. 2)
 	{
-		my $sock = $self->{sock} //= IO::Socket::INET->new(
+		my $sock = $self->{sock} //= $self->{socket}
+		  ? IO::Socket::UNIX->new(Peer => $self->{socket}, Type => SOCK_STREAM)
+		  : IO::Socket::INET->new(
 			PeerAddr => '127.0.0.1',
 			PeerPort => $self->{port},
 			Proto => 'tcp',
@@ -304,10 +326,12 @@ sub rl_node
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init;
 	my $port = $redis->port;
+	my $host = $redis->host;
 	$node->append_conf(
 		'postgresql.conf', qq{
 max_connections = 100
 shared_preload_libraries = 'ratelimit'
+ratelimit.redis_host = '$host'
 ratelimit.redis_port = $port
 ratelimit.connect_timeout = 300
 ratelimit.command_timeout = 300
