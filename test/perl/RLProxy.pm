@@ -72,6 +72,8 @@ sub new
 }
 
 sub port { $_[0]->{port} }
+# The proxy listens on loopback; rl_node points a cluster at host:port.
+sub host { '127.0.0.1' }
 
 sub request
 {
