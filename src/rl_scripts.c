@@ -119,10 +119,11 @@ rl_raise_acl_refusal(const char *msg, const RlScriptCall *call)
 	char		name[64] = "";
 	int			line = 0;
 
-	if (strncmp(msg, "NOPERM", 6) != 0 &&
+	/* Redis 6 and 7.0 word it as below; later versions quote a NOPERM. */
+	if (strstr(msg, "NOPERM") == NULL &&
 		strstr(msg, "The user executing the script can't") == NULL)
 		return;
-	if (strstr(msg, "keys") != NULL)
+	if (strstr(msg, " key") != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 				 errmsg("the Redis user may not use the keys under ratelimit.key_prefix \"%s\"",
