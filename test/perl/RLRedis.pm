@@ -23,7 +23,7 @@ use Test::Builder;
 use Time::HiRes qw(time usleep);
 
 our @EXPORT_OK = qw(rl_node rl_session rl_run rl_start rl_finish rl_wait_for
-  proc_alive fact fault_mark fault_done);
+  rl_status_of rl_wait_extension proc_alive fact fault_mark fault_done);
 
 my @started;
 
@@ -393,6 +393,33 @@ sub rl_finish
 	$s->{stdout} = '';
 	$s->{stderr} = '';
 	return ($out, $err);
+}
+
+# rl_status() of a session as a hash of its columns ('' for NULL).
+sub rl_status_of
+{
+	my ($s) = @_;
+	my @cols = qw(endpoint connected server_version last_error last_error_at
+	  calls allowed denied fail_open fail_closed failures connects
+	  script_loads cached);
+	my ($out) = rl_run($s, 'SELECT ' . join(', ', @cols) . ' FROM rl_status()');
+	my %st;
+	@st{@cols} = split /\|/, $out // '', -1;
+	return \%st;
+}
+
+# Seconds until the backend pid waits on Redis (wait_event Extension), as
+# seen from the session mon; undef after 10 s.
+sub rl_wait_extension
+{
+	my ($mon, $pid) = @_;
+	return rl_wait_for(
+		sub {
+			(rl_run($mon,
+				"SELECT wait_event FROM pg_stat_activity WHERE pid = $pid"))[0]
+			  eq 'Extension';
+		},
+		10);
 }
 
 # True while a process runs; an exited one waiting to be reaped (state Z)

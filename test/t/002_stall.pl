@@ -17,8 +17,8 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 use RLRedis
-  qw(rl_node rl_session rl_run rl_start rl_finish rl_wait_for proc_alive fact
-  fault_mark fault_done);
+  qw(rl_node rl_session rl_run rl_start rl_finish rl_wait_for rl_wait_extension
+  proc_alive fact fault_mark fault_done);
 
 my $redis = RLRedis->new(name => 'r002');
 my $node = rl_node('c002', $redis);
@@ -33,19 +33,6 @@ my $margin = 0.7;    # a loaded 2-core CI machine
 sub fmt { sprintf('%.0f ms', $_[0] * 1000) }
 
 sub backend_pid { my ($s) = @_; return (rl_run($s, 'SELECT pg_backend_pid()'))[0] }
-
-# Seconds until the backend waits on Redis (wait_event Extension).
-sub wait_extension
-{
-	my ($pid) = @_;
-	return rl_wait_for(
-		sub {
-			(rl_run($mon,
-				"SELECT wait_event FROM pg_stat_activity WHERE pid = $pid"))[0]
-			  eq 'Extension';
-		},
-		10);
-}
 
 sub call_sql
 {
@@ -115,7 +102,7 @@ $mark = fault_mark();
 my $s2pid = backend_pid($s2);
 {
 	rl_start($s2, call_sql('cx'));
-	my $waited = wait_extension($s2pid);
+	my $waited = rl_wait_extension($mon, $s2pid);
 	ok(defined $waited, 'cancel: backend waits with wait_event Extension');
 	my $t0 = time;
 	rl_run($mon, "SELECT pg_cancel_backend($s2pid)");
@@ -153,7 +140,7 @@ fault_done('statement_timeout while Redis is stalled', $mark);
 $mark = fault_mark();
 {
 	rl_start($s4, call_sql('tx'));
-	ok(defined wait_extension($s4pid), 'terminate: backend waits on Redis');
+	ok(defined rl_wait_extension($mon, $s4pid), 'terminate: backend waits on Redis');
 	my $t0 = time;
 	rl_run($mon, "SELECT pg_terminate_backend($s4pid)");
 	my $gone = rl_wait_for(
@@ -299,7 +286,7 @@ is((rl_run($s7, call_sql('pm')))[0], 't|9|0', 'postmaster death: warmed up');
 my $s7pid = backend_pid($s7);
 $redis->stall;
 rl_start($s7, call_sql('pm'));
-ok(defined wait_extension($s7pid), 'postmaster death: backend waits on Redis');
+ok(defined rl_wait_extension($mon, $s7pid), 'postmaster death: backend waits on Redis');
 my $t0 = time;
 $node->kill9;
 my $exit = rl_wait_for(sub { !proc_alive($s7pid) }, 10);

@@ -16,7 +16,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-use RLRedis qw(rl_node rl_session rl_run rl_wait_for fact fault_mark fault_done);
+use RLRedis
+  qw(rl_node rl_session rl_run rl_status_of rl_wait_for fact fault_mark
+  fault_done);
 
 my $redis = RLRedis->new(name => 'r003');
 my $node = rl_node('c003', $redis);
@@ -34,21 +36,6 @@ sub call_sql
 }
 
 # rl_status() of a session as a hash.
-sub status
-{
-	my ($s) = @_;
-	my ($out) = rl_run($s,
-		"SELECT connected, coalesce(last_error, ''), calls, allowed, denied, "
-		  . "fail_open, fail_closed, failures, connects, script_loads "
-		  . "FROM rl_status()");
-	my %st;
-	@st{
-		qw(connected last_error calls allowed denied fail_open fail_closed
-		  failures connects script_loads)
-	} = split /\|/, $out, -1;
-	return \%st;
-}
-
 sub count_of
 {
 	my ($key) = @_;
@@ -66,7 +53,7 @@ $redis->kill9;
 	ok($t < 0.2, 'down at first call: answered at once (' . fmt($t) . ')');
 	like($err, qr/WARNING:  08006: Redis server 127\.0\.0\.1:\d+ is unavailable/,
 		'down at first call: WARNING names the endpoint');
-	my $st = status($s);
+	my $st = rl_status_of($s);
 	like($st->{last_error}, qr/refused/i, "down at first call: last_error says refused ($st->{last_error})");
 	is($st->{fail_open}, 1, 'down at first call: counted as fail_open');
 	$s->quit;
@@ -79,7 +66,7 @@ $mark = fault_mark();
 my $s = rl_session($node);
 is(join(',', map { (rl_run($s, call_sql('mk')))[0] } 1 .. 3),
 	't|9|0,t|8|0,t|7|0', 'mid-session: three calls counted');
-my $st0 = status($s);
+my $st0 = rl_status_of($s);
 $redis->kill9;
 {
 	my ($out, $err, $t) = rl_run($s, call_sql('mk'));
@@ -92,7 +79,7 @@ usleep(250_000);    # past retry_interval
 is((rl_run($s, call_sql('mk')))[0], 't|9|0',
 	'restarted: next call succeeds, state restarted with the server');
 {
-	my $st = status($s);
+	my $st = rl_status_of($s);
 	note "connects $st0->{connects} -> $st->{connects}, "
 	  . "script_loads $st0->{script_loads} -> $st->{script_loads}";
 	ok($st->{connects} > $st0->{connects}, 'restarted: on a new connection');
@@ -108,13 +95,13 @@ fault_done('Redis killed mid-session and restarted (state and scripts lost)', $m
 # before sending and reconnects, so no policy answer and no double count.
 $mark = fault_mark();
 {
-	my $before = status($s);
+	my $before = rl_status_of($s);
 	is((rl_run($s, call_sql('ck')))[0], 't|9|0', 'client kill: first call');
 	$redis->cli('CLIENT', 'KILL', 'TYPE', 'normal');
 	my ($out, $err, $t) = rl_run($s, call_sql('ck'));
 	note 'call after CLIENT KILL: ' . fmt($t);
 	is($out, 't|8|0', 'client kill: next call answered by Redis');
-	my $st = status($s);
+	my $st = rl_status_of($s);
 	is($st->{fail_open}, $before->{fail_open}, 'client kill: no policy answer');
 	is($st->{connects}, $before->{connects} + 1, 'client kill: one reconnect');
 	is(count_of('ck'), 2, 'client kill: the count is not doubled');
@@ -128,11 +115,11 @@ $mark = fault_mark();
 {
 	$redis->cli('CONFIG', 'SET', 'timeout', 1);
 	is((rl_run($s, call_sql('idle')))[0], 't|9|0', 'idle timeout: first call');
-	my $before = status($s);
+	my $before = rl_status_of($s);
 	sleep 2.5;
 	my ($out) = rl_run($s, call_sql('idle'));
 	is($out, 't|8|0', 'idle timeout: next call answered by Redis');
-	my $st = status($s);
+	my $st = rl_status_of($s);
 	is($st->{connects}, $before->{connects} + 1,
 		'idle timeout: Redis had closed the link, one reconnect');
 	is($st->{fail_open}, $before->{fail_open}, 'idle timeout: no policy answer');
@@ -143,7 +130,7 @@ fault_done('idle-timeout disconnect', $mark);
 # 5. SCRIPT FLUSH: 100 calls all answered, one NOSCRIPT fallback.
 $mark = fault_mark();
 {
-	my $before = status($s);
+	my $before = rl_status_of($s);
 	$redis->cli('CONFIG', 'RESETSTAT');
 	$redis->cli('SCRIPT', 'FLUSH');
 	my ($out) = rl_run($s,
@@ -160,7 +147,7 @@ $mark = fault_mark();
 	is(count_of('sf'), 100, 'script flush: counter equals 100');
 	fact('count_checks.003', 100);
 	fact('miscounted.003', abs((count_of('sf') // 0) - 100));
-	is(status($s)->{script_loads}, $before->{script_loads} + 1,
+	is(rl_status_of($s)->{script_loads}, $before->{script_loads} + 1,
 		'script flush: rl_status counts one script load');
 }
 fault_done('SCRIPT FLUSH', $mark);
@@ -180,7 +167,7 @@ $mark = fault_mark();
 	note sprintf('5000 calls while down: %s (%.1f us per call)', fmt($t), $t * 1e6 / 5000);
 	is($out, 5000, 'down: all 5000 calls answered by policy (fail open)');
 	ok($t < 2, 'down: 5000 calls took ' . fmt($t));
-	my $st = status($d);
+	my $st = rl_status_of($d);
 	note "failures $st->{failures}, fail_open $st->{fail_open}";
 	is($st->{calls}, 5000, 'down: rl_status counts 5000 calls');
 	is($st->{fail_open}, 5000, 'down: rl_status counts 5000 fail_open answers');

@@ -18,7 +18,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-use RLRedis qw(rl_node rl_session rl_run rl_wait_for fact fault_mark fault_done);
+use RLRedis
+  qw(rl_node rl_session rl_run rl_status_of rl_wait_for fact fault_mark
+  fault_done);
 
 my $redis = RLRedis->new(name => 'r004');
 my $node = rl_node('c004', $redis);
@@ -36,18 +38,6 @@ sub call_sql
 	  . "rl_allow('$key', '$algo', $limit, '1 hour')";
 }
 
-sub status
-{
-	my ($s) = @_;
-	my ($out) = rl_run($s,
-		"SELECT coalesce(last_error, ''), fail_open, failures, connects, "
-		  . "script_loads FROM rl_status()");
-	my %st;
-	@st{qw(last_error fail_open failures connects script_loads)} =
-	  split /\|/, $out, -1;
-	return \%st;
-}
-
 my $s = rl_session($node);
 my ($spid) = rl_run($s, 'SELECT pg_backend_pid()');
 is((rl_run($s, call_sql('warm')))[0], 't|9|0', 'warm-up call answered');
@@ -57,7 +47,7 @@ is((rl_run($s, call_sql('warm')))[0], 't|9|0', 'warm-up call answered');
 my $mark = fault_mark();
 {
 	$redis->cli('LPUSH', "rl:{$dboid:wt}:fixed_window", 'foreign');
-	my $before = status($s);
+	my $before = rl_status_of($s);
 	my ($out, $err) = rl_run($s, call_sql('wt'));
 	like($err, qr/ERROR:  38000: Redis rejected a rate limiter command/,
 		'WRONGTYPE: ERROR 38000');
@@ -65,7 +55,7 @@ my $mark = fault_mark();
 	is($out, '', 'WRONGTYPE: no fail-open row');
 	is((rl_run($s, call_sql('wt_other')))[0], 't|9|0',
 		'WRONGTYPE: another key works afterwards');
-	my $st = status($s);
+	my $st = rl_status_of($s);
 	is($st->{connects}, $before->{connects}, 'WRONGTYPE: same connection kept');
 	is($st->{fail_open}, $before->{fail_open}, 'WRONGTYPE: no policy answer');
 }
@@ -79,20 +69,20 @@ $mark = fault_mark();
 	my $busy = $redis->cli_bg('EVAL', 'while true do end', 0);
 	ok(defined rl_wait_for(sub { ($redis->cli('PING') // '') =~ /BUSY/ }, 5),
 		'BUSY: Redis is running a foreign endless script');
-	my $before = status($s);
+	my $before = rl_status_of($s);
 	my ($out, $err, $t) = rl_run($s, call_sql('busy'));
 	note 'call while BUSY: ' . fmt($t);
 	is($out, 't||0', 'BUSY: fail-open answer');
 	ok($t < 0.25, 'BUSY: answered without waiting for a timeout (' . fmt($t) . ')');
 	like($err, qr/WARNING:  08006: Redis server \S+ is unavailable/, 'BUSY: WARNING');
-	like(status($s)->{last_error}, qr/^BUSY/, 'BUSY: last_error says BUSY');
+	like(rl_status_of($s)->{last_error}, qr/^BUSY/, 'BUSY: last_error says BUSY');
 	$redis->cli('SCRIPT', 'KILL');
 	$busy->finish;
 	ok(defined rl_wait_for(sub { ($redis->cli('PING') // '') eq 'PONG' }, 5),
 		'BUSY: SCRIPT KILL ended it');
 	usleep(250_000);
 	is((rl_run($s, call_sql('busy')))[0], 't|9|0', 'BUSY: recovered');
-	is(status($s)->{connects}, $before->{connects},
+	is(rl_status_of($s)->{connects}, $before->{connects},
 		'BUSY: the in-sync connection was kept');
 	$redis->cli('CONFIG', 'SET', 'busy-reply-threshold', 5000);
 }
@@ -203,11 +193,11 @@ $mark = fault_mark();
 	my ($out, $err, $t) = rl_run($c, call_sql('mc'));
 	note 'call refused by maxclients: ' . fmt($t);
 	is($out, 't||0', 'maxclients: fail-open answer');
-	my $st = status($c);
+	my $st = rl_status_of($c);
 	like($st->{last_error}, qr/max number of clients reached/,
 		"maxclients: clear last_error ($st->{last_error})");
 	rl_run($c, call_sql('mc')) for 1 .. 20;
-	is(status($c)->{failures}, 1, 'maxclients: no reconnect storm');
+	is(rl_status_of($c)->{failures}, 1, 'maxclients: no reconnect storm');
 	$b->quit;
 	$c->quit;
 	ok(defined rl_wait_for(
@@ -235,7 +225,7 @@ $mark = fault_mark();
 	is($out, 't||0', 'WRONGPASS: fail-open answer');
 	like($err, qr/WARNING:  F0000: ratelimit cannot use Redis server \S+: check ratelimit\.redis_password and ratelimit\.redis_username; calls are let through \(ratelimit\.failure_mode is "open"\)/,
 		'WRONGPASS: a WARNING naming the settings to fix and what is done with calls');
-	my $st = status($w);
+	my $st = rl_status_of($w);
 	like($st->{last_error}, qr/^misconfigured \(ratelimit\.redis_password.*WRONGPASS/,
 		"WRONGPASS: last_error says it is a configuration error ($st->{last_error})");
 	push @leaks, $err, $st->{last_error};
@@ -243,7 +233,7 @@ $mark = fault_mark();
 	my $n = rl_session($node);
 	($out, $err) = rl_run($n, call_sql('pw'));
 	is($out, 't||0', 'NOAUTH: fail-open answer');
-	$st = status($n);
+	$st = rl_status_of($n);
 	like($st->{last_error}, qr/^misconfigured \(ratelimit\.redis_password\): .*NOAUTH/,
 		"NOAUTH: last_error says it is a configuration error ($st->{last_error})");
 	push @leaks, $err, $st->{last_error};
@@ -301,7 +291,7 @@ $mark = fault_mark();
 			'fixed_window:9,gcra:9,leaky_bucket:9,sliding_counter:9,'
 			  . 'sliding_log:9,token_bucket:9',
 			"ACL $user: every algorithm works");
-		my $st = status($a);
+		my $st = rl_status_of($a);
 		is($st->{fail_open}, 0, "ACL $user: no policy answer");
 		my ($apid) = rl_run($a, 'SELECT pg_backend_pid()');
 		# rl_min may not run CLIENT SETNAME: its connection has no name.
@@ -344,7 +334,7 @@ $mark = fault_mark();
 			"ACL $user: ERROR 38000 names what the user lacks");
 		like($err, $detail, "ACL $user: the Redis reason in DETAIL");
 		is($out, '', "ACL $user: never a fail-open row");
-		is(status($a)->{fail_open}, 0, "ACL $user: no policy answer counted");
+		is(rl_status_of($a)->{fail_open}, 0, "ACL $user: no policy answer counted");
 		$a->quit;
 	}
 }
@@ -400,17 +390,17 @@ $mark = fault_mark();
 	# gcra, so that the replica does not cache the fixed_window script.
 	my ($uout) = rl_run($u, call_sql('ro', 'gcra'));
 	is($uout, 't||0', 'unpromoted replica: fail-open answer');
-	like(status($u)->{last_error}, qr/READONLY/, 'unpromoted replica: last_error says READONLY');
+	like(rl_status_of($u)->{last_error}, qr/READONLY/, 'unpromoted replica: last_error says READONLY');
 	$u->quit;
 
 	$replica->cli('REPLICAOF', 'NO', 'ONE');
-	my $before = status($s);
+	my $before = rl_status_of($s);
 	rl_run($s, 'ALTER SYSTEM SET ratelimit.redis_port = ' . $replica->port);
 	rl_run($s, 'SELECT pg_reload_conf()');
 	usleep(300_000);
 	is((rl_run($s, call_sql('fo', 'fixed_window', 100)))[0], 't|89|0',
 		'fail-over: the next call continues the replicated count');
-	my $st = status($s);
+	my $st = rl_status_of($s);
 	ok($st->{connects} > $before->{connects}, 'fail-over: on a new connection');
 	is($st->{script_loads}, $before->{script_loads} + 1,
 		'fail-over: the script sent once to the new server');
@@ -447,7 +437,7 @@ $mark = fault_mark();
 		is($out, 't||0', "$what: the policy answers (open)");
 		like($err, qr/WARNING:  F0000: ratelimit cannot use Redis server \S+: check $setting; calls are let through/,
 			"$what: the WARNING names $setting and says calls are let through");
-		like(status($m)->{last_error}, qr/^misconfigured \($setting\): .*$why/,
+		like(rl_status_of($m)->{last_error}, qr/^misconfigured \($setting\): .*$why/,
 			"$what: last_error tells a configuration error from an outage");
 	}
 	rl_run($m, 'RESET ratelimit.redis_db; RESET ratelimit.redis_socket');

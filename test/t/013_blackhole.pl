@@ -33,8 +33,8 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 use RLRedis
-  qw(rl_node rl_session rl_run rl_start rl_finish rl_wait_for fact fault_mark
-  fault_done);
+  qw(rl_node rl_session rl_run rl_start rl_finish rl_wait_for rl_wait_extension
+  rl_status_of fact fault_mark fault_done);
 
 my $net = RLNetns->new;
 my $redis = RLRedis->new(
@@ -78,31 +78,7 @@ sub count_of
 	return $n eq '' ? 0 : $n;
 }
 
-sub status
-{
-	my ($s) = @_;
-	my ($out) = rl_run($s,
-		"SELECT connected, coalesce(last_error, ''), failures, connects, "
-		  . "fail_open, fail_closed FROM rl_status()");
-	my %st;
-	@st{qw(connected last_error failures connects fail_open fail_closed)} =
-	  split /\|/, $out, -1;
-	return \%st;
-}
-
 sub backend_pid { (rl_run($_[0], 'SELECT pg_backend_pid()'))[0] }
-
-sub wait_extension
-{
-	my ($pid) = @_;
-	return rl_wait_for(
-		sub {
-			(rl_run($mon,
-				"SELECT wait_event FROM pg_stat_activity WHERE pid = $pid"))[0]
-			  eq 'Extension';
-		},
-		10);
-}
 
 # The path works, through the router.
 {
@@ -137,7 +113,7 @@ for my $mode (qw(open closed))
 		"connect, $mode: answered after connect_timeout (" . fmt($t) . ')');
 	like($err, qr/WARNING:  08006: Redis server $B:\d+ is unavailable; calls are/,
 		"connect, $mode: WARNING 08006 names an unavailable server and the policy");
-	my $st = status($s);
+	my $st = rl_status_of($s);
 	is($st->{last_error}, 'timed out connecting to Redis',
 		"connect, $mode: rl_status() shows an outage, not a configuration error");
 	is($st->{connected}, 'f', "connect, $mode: no connection kept");
@@ -182,7 +158,7 @@ $mark = fault_mark();
 	$net->blackhole(0);
 	for my $mode (qw(open closed))
 	{
-		my $st = status($s{$mode});
+		my $st = rl_status_of($s{$mode});
 		is($st->{last_error}, 'timed out waiting for Redis reply',
 			"command, $mode: rl_status() shows an outage");
 		is($st->{connected}, 'f', "command, $mode: the link was dropped");
@@ -224,7 +200,7 @@ $mark = fault_mark();
 	$net->blackhole(1);
 
 	rl_start($s2, call_sql('cx'));
-	ok(defined wait_extension($s2pid), 'cancel: the backend waits on Redis');
+	ok(defined rl_wait_extension($mon, $s2pid), 'cancel: the backend waits on Redis');
 	my $t0 = time;
 	rl_run($mon, "SELECT pg_cancel_backend($s2pid)");
 	my ($out, $err) = rl_finish($s2);
@@ -274,7 +250,7 @@ $mark = fault_mark();
 	my ($out, $err, $t) = call($d, 'ri');
 	is($out, 't||0', 'retry_interval: the first call times out (policy answer)');
 	my $t_failed = time;
-	my $st0 = status($d);
+	my $st0 = rl_status_of($d);
 	($out, $err, $t) = rl_run($d,
 		"SELECT count(*) FILTER (WHERE r.allowed AND r.remaining IS NULL) "
 		  . "FROM generate_series(1, 20) g, "
@@ -282,7 +258,7 @@ $mark = fault_mark();
 	note '20 calls within retry_interval: ' . fmt($t);
 	is($out, 20, 'retry_interval: 20 calls answered by the policy');
 	ok($t < 0.2, 'retry_interval: answered at once (' . fmt($t) . ' for 20)');
-	my $st = status($d);
+	my $st = rl_status_of($d);
 	is($st->{failures}, $st0->{failures}, 'retry_interval: no new attempt per call');
 	is($st->{connects}, $st0->{connects}, 'retry_interval: no new connection per call');
 	is($st->{fail_open}, $st0->{fail_open} + 20, 'retry_interval: 20 policy answers counted');
