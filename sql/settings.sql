@@ -53,12 +53,13 @@ INSERT INTO rl_settings VALUES
 	('ratelimit.key_prefix', 'other:'),
 	('ratelimit.isolate_databases', 'off'),
 	('ratelimit.deny_cache', 'off'),
+	('ratelimit.enforce', 'off'),
 	('ratelimit.trusted_proxy_hops', '3'),
 	('ratelimit.ipv6_prefix', '48'),
 	('ratelimit.test_clock_ms', '1');
 GRANT SELECT ON rl_settings TO PUBLIC;
 
--- The list is complete: 15 settings in pg_settings, all superuser-only,
+-- The list is complete: 17 settings in pg_settings, all superuser-only,
 -- plus the password, which is never listed.
 SELECT count(*) AS listed,
 	   count(*) FILTER (WHERE context = 'superuser') AS superuser_only,

@@ -57,6 +57,31 @@ _PG_init(void)
 }
 
 /*
+ * Shadow mode (ratelimit.enforce off): the checks ran and were counted as
+ * usual, denials included, but every caller is let through.  A denied
+ * answer becomes an admitted one with nothing to wait for; remaining and
+ * reset_after_ms stay Redis's, so they still tell how close the key is.
+ */
+void
+rl_apply_enforce(RlAnswer *answers, int n)
+{
+	if (rl_enforce)
+		return;
+	for (int i = 0; i < n; i++)
+	{
+		if (!answers[i].allowed)
+		{
+			answers[i].allowed = true;
+			answers[i].retry_after_ms = 0;
+		}
+	}
+}
+
+static void rl_check_many_once(const RlLimiter *limiter, char **keys,
+							   int *keylens, const int64 *costs, int n,
+							   RlAnswer *answers);
+
+/*
  * Checks n keys against one limiter in a single round trip.  Keys the
  * deny cache answers (rl_cache.c) are left out of it; while Redis is
  * unavailable every other answer is the failure policy's.
@@ -64,6 +89,14 @@ _PG_init(void)
 void
 rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
 			  const int64 *costs, int n, RlAnswer *answers)
+{
+	rl_check_many_once(limiter, keys, keylens, costs, n, answers);
+	rl_apply_enforce(answers, n);
+}
+
+static void
+rl_check_many_once(const RlLimiter *limiter, char **keys, int *keylens,
+				   const int64 *costs, int n, RlAnswer *answers)
 {
 	RlScriptCall *calls = palloc(sizeof(RlScriptCall) * n);
 	redisReply **replies = palloc0(sizeof(redisReply *) * n);

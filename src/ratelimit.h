@@ -89,6 +89,7 @@ extern int	rl_failure_mode;
 extern int	rl_retry_interval;
 extern char *rl_key_prefix;
 extern bool rl_isolate_databases;
+extern bool rl_enforce;
 extern int	rl_trusted_proxy_hops;
 extern int	rl_ipv6_prefix;
 extern double rl_test_clock_ms;
@@ -126,6 +127,7 @@ extern void rl_require_preload(void);
 
 /* ratelimit.c */
 extern bool rl_preloaded;
+extern void rl_apply_enforce(RlAnswer *answers, int n);
 extern void rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
 						  const int64 *costs, int n, RlAnswer *answers);
 extern HeapTuple rl_answer_tuple(TupleDesc desc, const RlAnswer *answer);

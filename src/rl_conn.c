@@ -257,6 +257,8 @@ rl_password(char *buf, size_t size, char *why, size_t whysize)
 static const char *
 rl_policy_words(void)
 {
+	if (!rl_enforce && rl_failure_mode != RL_FAIL_ERROR)
+		return "calls are let through (ratelimit.enforce is off)";
 	switch (rl_failure_mode)
 	{
 		case RL_FAIL_OPEN:

@@ -218,8 +218,20 @@ static void
 rl_group_too_big(RlTriggerConf *conf, RlGroup *group)
 {
 	RlAnswer	answer = {0};
-	char	   *desc = rl_group_desc(conf, group);
+	char	   *desc;
 	char	   *detail;
+
+	/*
+	 * Shadow mode lets the statement through; the key is kept just past
+	 * its limit (no sum can overflow) and rl_check_groups counts it as the
+	 * denial it is, without sending it.
+	 */
+	if (!rl_enforce)
+	{
+		group->cost = conf->limiter.limit + 1;
+		return;
+	}
+	desc = rl_group_desc(conf, group);
 
 	if (!rl_trigger_may_read(conf, false))
 		detail = psprintf("The statement's rows for one key cost more than " INT64_FORMAT " in total, which no window can admit.",
@@ -361,7 +373,10 @@ rl_groups_count(RlGroups *groups, RlTriggerConf *conf, uint32 hash,
 	/* Each cost is at most the limit, and we stop past it: no overflow. */
 	groups->costs[g] += cost;
 	if (groups->costs[g] > conf->limiter.limit)
+	{
 		rl_group_too_big(conf, groups->order[g]);
+		groups->costs[g] = conf->limiter.limit + 1;	/* shadow mode */
+	}
 }
 
 /* A by-value key column's share of a row's hash. */

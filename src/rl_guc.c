@@ -38,6 +38,7 @@ int			rl_command_timeout = 500;
 int			rl_failure_mode = RL_FAIL_OPEN;
 int			rl_retry_interval = 1000;
 char	   *rl_key_prefix = NULL;
+bool		rl_enforce = true;
 bool		rl_isolate_databases = true;
 int			rl_trusted_proxy_hops = 1;
 int			rl_ipv6_prefix = 64;
@@ -285,6 +286,17 @@ rl_define_settings(void)
 							NULL,
 							NULL,
 							NULL);
+
+	DefineCustomBoolVariable("ratelimit.enforce",
+							 "Enforces denials; off is shadow mode.",
+							 "When off, every check runs and is counted as usual, denials included, but every call is answered as allowed.",
+							 &rl_enforce,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL,
+							 NULL,
+							 NULL);
 
 	DefineCustomBoolVariable("ratelimit.deny_cache",
 							 "Answers a denied limiter locally until its retry time has passed.",

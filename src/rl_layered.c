@@ -44,9 +44,23 @@ PG_FUNCTION_INFO_V1(rl_reset_layered);
  * restrictive rule, or -1 when Redis did not answer.  A single rule (a
  * row trigger's) is answered from the deny cache like rl_allow.
  */
+static int	rl_check_rules_once(char **redis_keys, const RlLimiter *limiters,
+								const int64 *costs, int n, RlAnswer *answer);
+
 int
 rl_check_rules(char **redis_keys, const RlLimiter *limiters,
 			   const int64 *costs, int n, RlAnswer *answer)
+{
+	int			tightest = rl_check_rules_once(redis_keys, limiters, costs, n,
+											   answer);
+
+	rl_apply_enforce(answer, 1);
+	return tightest;
+}
+
+static int
+rl_check_rules_once(char **redis_keys, const RlLimiter *limiters,
+					const int64 *costs, int n, RlAnswer *answer)
 {
 	RlScriptCall call;
 	redisReply *reply = NULL;

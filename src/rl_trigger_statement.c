@@ -455,6 +455,13 @@ rl_check_groups(RlTriggerConf *conf, RlGroups *groups)
 	{
 		if (list[i]->cost == 0)
 			continue;
+		if (list[i]->cost > conf->limiter.limit)
+		{
+			/* Shadow mode: a key no window can admit (rl_group_too_big). */
+			rl_counters.calls++;
+			rl_counters.denied++;
+			continue;
+		}
 		keys[n] = rl_trigger_redis_key(conf, list[i]->key);
 		limiters[n] = conf->limiter;
 		costs[n] = list[i]->cost;

@@ -8,7 +8,7 @@
 # the call goes to Redis again and is admitted.  An rl_reset in any
 # backend of the server drops every backend's cached denials.  A cached
 # denial answers only the same cost, and none survives a change of the
-# Redis endpoint.
+# Redis endpoint.  In shadow mode a cached denial lets the call through.
 
 use strict;
 use warnings;
@@ -58,6 +58,21 @@ my $calls = evalsha_calls();
 ok($calls <= 7, "cache on: Redis saw $calls calls for 2000 (5 admitted + 1 denial)");
 my ($cached) = rl_run($s, 'SELECT cached FROM rl_status()');
 ok($cached >= 1990, "rl_status().cached counts the local answers ($cached)");
+
+# Shadow mode (ratelimit.enforce off): a cached denial lets the call
+# through as Redis's own denials do, and is still counted as a denial.
+{
+	my ($before) = rl_run($s, "SELECT cached || '/' || denied FROM rl_status()");
+	rl_run($s, 'SET ratelimit.enforce = off');
+	($ok, $no) = flood($s, 'on', 10);
+	is("$ok/$no", '10/0', 'shadow mode: cached denials let the calls through');
+	my ($after) = rl_run($s, "SELECT cached || '/' || denied FROM rl_status()");
+	my ($c0, $d0) = split m{/}, $before;
+	my ($c1, $d1) = split m{/}, $after;
+	is($c1 - $c0, 10, 'shadow mode: the 10 answers came from the deny cache');
+	is($d1 - $d0, 10, 'shadow mode: and were counted as denials');
+	rl_run($s, 'RESET ratelimit.enforce');
+}
 
 # A cached answer looks like Redis's: denied, retry counting down.
 my ($row) = rl_run($s,
