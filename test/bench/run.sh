@@ -10,7 +10,8 @@
 #   RL_BENCH_SECONDS=2 bash test/bench/run.sh    # a quick look
 #
 # Each pgbench figure is the median of its one-second progress reports
-# (the first second left out); the cases behind the round-trip ceiling
+# (the first second left out); latencies are timed call by call by
+# rl_latency_bench.c; the cases behind the round-trip ceiling
 # are run in five interleaved slices, so drift on a shared machine hits
 # them alike.  Prints a table and the ratios against the targets, and
 # writes both to test/bench/results/<time>.tsv (case, value, unit).
@@ -301,6 +302,27 @@ for n in 100 1000; do
 		    FROM generate_series(1, $n)" >/dev/null
 	k=$(redis-cli -p "$REDIS_PORT" --scan --pattern "rl:{*:mem}:sliding_log")
 	record "memory sliding_log, $n units" "$(redis-cli -p "$REDIS_PORT" MEMORY USAGE "$k")" bytes
+done
+
+echo "9. Latency per call (p50, p99, p99.9 in ms), timed call by call by a libpq client"
+# pgbench's per-transaction log would do, but PostgreSQL 15's pgbench logs
+# 0 us for most transactions once clients share a loop turn (see the C file).
+gcc -O2 -I"$("$RL_PGBIN/pg_config" --includedir)" -o "$W/lat" "$HERE/rl_latency_bench.c" \
+	-L"$("$RL_PGBIN/pg_config" --libdir)" -lpq || exit 1
+# latency SQL CLIENTS [OPTIONS]: "p50 p99 p99.9" of one run.
+latency() {
+	rl_as_owner "$W/lat" "host=$RL_TMP port=$PG_PORT user=postgres dbname=postgres options='${3:-}'" \
+		"$2" "$SECS" "$1"
+}
+for c in 1 8; do
+	read -r p50 p99 p999 <<<"$(latency 'SELECT 1' $c)"
+	record "latency select1 c=$c p50" "$p50" ms
+	record "latency select1 c=$c p99" "$p99" ms
+	record "latency select1 c=$c p99.9" "$p999" ms
+	read -r p50 p99 p999 <<<"$(latency "SELECT allowed FROM rl_allow('hot', 'token_bucket', 100, '1 second')" $c "$OFF")"
+	record "latency rl_allow token_bucket hot c=$c p50" "$p50" ms
+	record "latency rl_allow token_bucket hot c=$c p99" "$p99" ms
+	record "latency rl_allow token_bucket hot c=$c p99.9" "$p999" ms
 done
 
 echo
