@@ -429,9 +429,27 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 
 	for (int i = 0; i < n; i++)
 	{
+		int			nkeys = calls != NULL ? calls[i].nkeys : cmds[i].argc - keyarg;
+
 		replies[i] = NULL;
 		pending[i] = true;
 		slot[i] = rl_key_slot(cmds[i].argv[keyarg], cmds[i].argvlen[keyarg]);
+
+		/*
+		 * One limiter's keys share a tag, so only a statement trigger's
+		 * keys (one script for many limiters) can span slots, which Redis
+		 * would refuse (CROSSSLOT).  Refused before anything is sent.
+		 */
+		for (int k = 1; k < nkeys; k++)
+		{
+			if (rl_key_slot(cmds[i].argv[keyarg + k],
+							cmds[i].argvlen[keyarg + k]) != slot[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("rl_throttle_statement does not support Redis Cluster yet"),
+						 errdetail("The statement's limiter keys are in several hash slots, which one script cannot reach."),
+						 errhint("Use rl_throttle (one check per row) with ratelimit.redis_mode = cluster.")));
+		}
 	}
 
 	PG_TRY();

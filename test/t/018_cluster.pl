@@ -239,6 +239,48 @@ $rc->migrate_end($aslot, $asrc, $adst);
 is($o4, 't|7', 'ASK: after the migration ends, MOVED, and the count goes on');
 ok((grep { /MOVED hash slot $aslot/ } @d4), 'ASK: that call followed MOVED');
 
+# The other single-slot calls, routed the same way.
+my ($lo) = psql_debug(q{SELECT allowed, remaining FROM rl_allow_layered('c18:layer',
+	ARRAY[('sliding_log', 5, '1 second'), ('fixed_window', 100, '1 day')]::rl_rule[])});
+is($lo, 't|4', 'layered: answered by Redis');
+my $lrk = "rl:{$dboid:c18:layer}:sliding_log:1000ms";
+is($rc->key_cmd($lrk, 'EXISTS', $lrk, "rl:{$dboid:c18:layer}:fixed_window:86400000ms"), 2,
+	'layered: both rules\' keys on the master of their one slot');
+is($node->safe_psql('postgres', q{SELECT rl_reset_layered('c18:layer',
+	ARRAY[('sliding_log', 5, '1 second'), ('fixed_window', 100, '1 day')]::rl_rule[])}),
+	't', 'layered: reset deletes them');
+is($rc->key_cmd($lrk, 'EXISTS', $lrk), 0, 'layered: gone from their master');
+is($node->safe_psql('postgres', "SELECT rl_reset('c18:moved', 'fixed_window')"), 't',
+	'reset: routed to the master that now holds the moved key');
+is($to->cmd('EXISTS', $mrk), 0, 'reset: the key is gone there');
+$node->safe_psql('postgres', q{
+CREATE TABLE posts (author text, body text);
+CREATE TRIGGER t AFTER INSERT ON posts
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle('author', 'fixed_window', '2', '1 day');
+CREATE TABLE bulk (author text);
+CREATE TRIGGER s AFTER INSERT ON bulk REFERENCING NEW TABLE AS rl_new
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author', 'fixed_window', '100', '1 day');
+});
+my @row;
+for my $i (1 .. 3)
+{
+	my ($r, $o, $e) = $node->psql('postgres',
+		"\\set VERBOSITY verbose\nINSERT INTO posts VALUES ('c18-ann', 'p$i')");
+	push @row, $r == 0 ? 'ok' : ($e =~ /ERROR:\s+(\w{5})/)[0];
+}
+is("@row", 'ok ok PT429', 'row trigger: two rows admitted, the third refused (PT429)');
+my ($br, $bo, $be) = $node->psql('postgres',
+	"\\set VERBOSITY verbose\nINSERT INTO bulk SELECT 'c18-a' || g FROM generate_series(1, 20) g");
+like($be, qr/ERROR:\s+0A000: rl_throttle_statement does not support Redis Cluster yet/,
+	'statement trigger: keys over several slots are refused clearly (0A000), not CROSSSLOT');
+($br, $bo, $be) = $node->psql('postgres', "INSERT INTO bulk SELECT 'c18-one' FROM generate_series(1, 5)");
+is($br, 0, 'statement trigger: keys in one slot still work') or diag($be);
+my ($gr, $go, $ge) = $node->psql('postgres', q{
+\set VERBOSITY verbose
+SELECT rl_postgrest_guard('fixed_window', 1, '1 day', 'c18:guard');
+SELECT rl_postgrest_guard('fixed_window', 1, '1 day', 'c18:guard');});
+like($ge, qr/ERROR:\s+(PT429|PGRST)/, 'postgrest guard: the second call is refused by Redis\'s count');
+
 # 5. CLUSTER FAILOVER under load: every call is counted once.
 my $fk = 'c18:failover';
 my $frk = redis_key($fk, 'fixed_window');
