@@ -312,6 +312,36 @@ fact('cluster_failover_policy.018', $unknown);
 fact('cluster_failover_lost.018', $known - $counted) if $counted < $known;
 fault_done('cluster CLUSTER FAILOVER under load', $mark);
 
+# A stalled master (SIGSTOP): the call on it times out and gets the
+# policy's answer; it is never sent again, so Redis counts it at most once
+# (it may run when the master wakes); the other masters answer meanwhile.
+my $sk = 'c18:stall';
+my $srk = redis_key($sk, 'fixed_window');
+my $sm = $rc->master_of_key($srk);
+my ($other) = grep {
+	$rc->master_of_key(redis_key($_, 'fixed_window'))->port != $sm->port
+} map { "c18:other$_" } 1 .. 20;
+$mark = fault_mark();
+sess_allow($sk);
+sess_allow($other);
+$sm->stall;
+my $st0 = time;
+my ($so) = sess_allow($sk);
+my $stall_s = time - $st0;
+is($so, 't|', 'stall: the call on the stalled master gets the policy answer');
+cmp_ok($stall_s, '<', 2, 'stall: within the command timeout');
+my ($oo) = sess_allow($other);
+is($oo, 't|8', 'stall: another master\'s key is answered by Redis meanwhile');
+$sm->resume;
+usleep(300_000);
+my $n_after = $sm->cmd('HGET', $srk, 'n');
+cmp_ok($n_after, '<=', 2, 'stall: the timed-out call was not sent again (count <= 2 calls)');
+($so) = sess_allow($sk);
+is($so, 't|' . (10 - $n_after - 1), 'stall: once the retry interval passed, Redis answers and counts one more');
+is($sm->cmd('HGET', $srk, 'n'), $n_after + 1, 'stall: exactly one more on the master');
+fact('cluster_stall_policy_s.018', sprintf('%.2f', $stall_s));
+fault_done('cluster master stalled (SIGSTOP)', $mark);
+
 # 6. A killed master: its keys get the policy's answer, the others Redis's.
 my %by_master;
 for my $i (1 .. 60)
