@@ -799,6 +799,92 @@ rl_node_roundtrip(RlNode *node, RlCommand *cmds, int n, redisReply **replies,
 	return true;
 }
 
+/*
+ * The first half of a round trip on several nodes: queues n commands on
+ * the node and writes what its socket takes now, without waiting, so that
+ * every node gets its pipeline before any reply is waited for.  False
+ * (recorded, link dropped) when the commands could not be queued or the
+ * link broke.  rl_node_receive completes it.
+ */
+bool
+rl_node_send(RlNode *node, RlCommand *cmds, int n)
+{
+	int			done = 0;
+
+	rl_cur = node;
+	Assert(node->ctx != NULL && !node->busy);
+	for (int i = 0; i < n; i++)
+	{
+		if (redisAppendCommandArgv(node->ctx, cmds[i].argc, cmds[i].argv,
+								   cmds[i].argvlen) != REDIS_OK)
+		{
+			rl_conn_failure(false, "could not queue Redis command: %s",
+							node->ctx->errstr);
+			return false;
+		}
+	}
+	node->busy = true;
+	if (redisBufferWrite(node->ctx, &done) == REDIS_ERR)
+	{
+		rl_conn_failure(false, "could not send to Redis: %s", node->ctx->errstr);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The second half: writes what is left and reads the n replies, by the
+ * deadline shared by every node of the call.  A deadline that passed
+ * while other nodes were waited for still gives each socket one look, so
+ * replies that are there are taken.  False as rl_node_roundtrip.
+ */
+bool
+rl_node_receive(RlNode *node, redisReply **replies, int n,
+				TimestampTz deadline)
+{
+	bool		ok = false;
+
+	rl_cur = node;
+	for (int i = 0; i < n; i++)
+		replies[i] = NULL;
+	PG_TRY();
+	{
+		ok = rl_flush(node, deadline) && rl_read(node, replies, n, deadline);
+	}
+	PG_CATCH();
+	{
+		rl_free_replies(replies, n);
+		rl_discard(node);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!ok)
+	{
+		rl_free_replies(replies, n);
+		return false;
+	}
+	node->busy = false;
+	return true;
+}
+
+/* Drops every link whose reply is still out (after an ERROR mid-call). */
+void
+rl_conn_discard_busy(void)
+{
+	for (int i = 0; i < rl_num_nodes; i++)
+	{
+		if (rl_nodes[i]->busy)
+			rl_discard(rl_nodes[i]);
+	}
+}
+
+/* The WAL flush a round trip may overlap (see rl_flush_wal_while_waiting). */
+void
+rl_conn_flush_wal(void)
+{
+	rl_flush_wal_while_waiting();
+}
+
 /* A round trip on the current node (rl_conn_ready readied it). */
 bool
 rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,

@@ -41,6 +41,11 @@ extern bool rl_node_ready(RlNode *node);
 extern bool rl_node_roundtrip(RlNode *node, RlCommand *cmds, int n,
 							  redisReply **replies, TimestampTz deadline,
 							  bool flush_wal);
+extern bool rl_node_send(RlNode *node, RlCommand *cmds, int n);
+extern bool rl_node_receive(RlNode *node, redisReply **replies, int n,
+							TimestampTz deadline);
+extern void rl_conn_discard_busy(void);
+extern void rl_conn_flush_wal(void);
 extern bool rl_node_connected(const RlNode *node);
 extern bool rl_node_resting(const RlNode *node);
 extern const char *rl_node_host(const RlNode *node);

@@ -456,12 +456,13 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 	{
 		for (;;)
 		{
-			RlNode	   *node;
-			int			first;
+			RlNode	   *nodes[RL_MAX_NODES + 1];
+			int			nbatch[RL_MAX_NODES + 1];	/* commands sent, ASKING too */
+			int			start[RL_MAX_NODES + 1];	/* first slot in batch/got */
+			bool		sent[RL_MAX_NODES + 1];
+			int			nn = 0;
 			int			nb = 0;
 			int			m = 0;
-			int			nd = 0;
-			int			j = 0;
 			bool		pause = false;
 
 			/* Route what has nowhere to go yet; no node: the policy. */
@@ -477,80 +478,124 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 						 cmds[i].argv[keyarg], slot[i],
 						 rl_node_host(target[i]), rl_node_port(target[i]));
 			}
-			for (first = 0; first < n && !pending[first]; first++)
-				;
-			if (first == n)
+
+			/*
+			 * One pipeline per node, in the order of each node's first
+			 * command; idx lists the commands node by node.
+			 */
+			for (int i = 0; i < n; i++)
+			{
+				RlNode	   *node;
+
+				if (!pending[i] || target[i] == NULL)
+					continue;
+				node = target[i];
+				nodes[nn] = node;
+				start[nn] = nb;
+				nbatch[nn] = 0;
+				for (int k = i; k < n; k++)
+				{
+					if (!pending[k] || target[k] != node)
+						continue;
+					if (asking[k])
+					{
+						batch[nb].argc = 1;
+						batch[nb].argv = asking_argv;
+						batch[nb++].argvlen = asking_len;
+						nbatch[nn]++;
+					}
+					batch[nb++] = cmds[k];
+					nbatch[nn]++;
+					idx[m++] = k;
+					pending[k] = false;
+					target[k] = NULL;
+				}
+				nn++;
+			}
+			if (nn == 0)
 				break;
 
-			/* One node's pipeline: every pending command bound for it. */
-			node = target[first];
-			for (int i = first; i < n; i++)
+			/*
+			 * Every node's pipeline is written before any reply is waited
+			 * for, so the masters work at once and a slow one delays only
+			 * its own keys (within the one deadline).  A command not sent,
+			 * or whose reply never came, is never sent again: the policy
+			 * answers it.
+			 */
+			for (int k = 0; k < nn; k++)
+				sent[k] = rl_node_ready(nodes[k]) &&
+					rl_node_send(nodes[k], batch + start[k], nbatch[k]);
+			rl_conn_flush_wal();
+			for (int k = 0; k < nn; k++)
 			{
-				if (!pending[i] || target[i] != node)
-					continue;
-				if (asking[i])
-				{
-					batch[nb].argc = 1;
-					batch[nb].argv = asking_argv;
-					batch[nb++].argvlen = asking_len;
-				}
-				batch[nb++] = cmds[i];
-				idx[m++] = i;
-				pending[i] = false;
-				target[i] = NULL;
+				if (sent[k])
+					sent[k] = rl_node_receive(nodes[k], got + start[k], nbatch[k],
+											  deadline);
 			}
-			if (!rl_node_ready(node) ||
-				!rl_node_roundtrip(node, batch, nb, got, deadline, true))
-				continue;		/* never sent again: the policy answers */
 
-			for (int k = 0; k < m; k++)
+			m = 0;
+			for (int k = 0; k < nn; k++)
 			{
-				int			i = idx[k];
-				redisReply *r;
-				bool		was_asking = asking[i];
+				RlNode	   *node = nodes[k];
+				int			j = start[k];
+				int			nd = 0;
 
-				if (was_asking)
+				for (int c = 0; c < nbatch[k]; m++)
 				{
-					freeReplyObject(got[j]);
-					got[j++] = NULL;
-					asking[i] = false;
-				}
-				r = got[j];
-				got[j++] = NULL;
-				if (rl_cluster_resend(r, node, &cmds[i],
-									  calls != NULL ? &calls[i] : NULL,
-									  numkeys != NULL ? numkeys + 12 * i : NULL,
-									  &tryagain[i], &target[i], &asking[i],
-									  &pause))
-				{
-					freeReplyObject(r);
-					if (++hops[i] <= RL_CLUSTER_MAX_HOPS)
+					int			i = idx[m];
+					redisReply *r;
+
+					c += asking[i] ? 2 : 1;
+					if (!sent[k])
 					{
-						pending[i] = true;
+						asking[i] = false;
 						continue;
 					}
-					target[i] = NULL;
-					asking[i] = false;
-					rl_conn_set_current(node);
-					rl_conn_failure(true, "too many cluster redirects for hash slot %d",
-									slot[i]);
-					continue;
+					if (asking[i])
+					{
+						freeReplyObject(got[j]);
+						got[j++] = NULL;
+						asking[i] = false;
+					}
+					r = got[j];
+					got[j++] = NULL;
+					if (rl_cluster_resend(r, node, &cmds[i],
+										  calls != NULL ? &calls[i] : NULL,
+										  numkeys != NULL ? numkeys + 12 * i : NULL,
+										  &tryagain[i], &target[i], &asking[i],
+										  &pause))
+					{
+						freeReplyObject(r);
+						if (++hops[i] <= RL_CLUSTER_MAX_HOPS)
+						{
+							pending[i] = true;
+							continue;
+						}
+						target[i] = NULL;
+						asking[i] = false;
+						rl_conn_set_current(node);
+						rl_conn_failure(true, "too many cluster redirects for hash slot %d",
+										slot[i]);
+						continue;
+					}
+					done[nd] = r;
+					if (calls != NULL)
+						donecalls[nd] = calls[i];
+					doneidx[nd++] = i;
 				}
-				done[nd] = r;
-				if (calls != NULL)
-					donecalls[nd] = calls[i];
-				doneidx[nd++] = i;
-			}
+				if (!sent[k])
+					continue;
 
-			/* Unavailable: NULL (the policy); misuse: an ERROR. */
-			rl_conn_set_current(node);
-			(void) rl_check_replies(done, nd, calls != NULL ? donecalls : NULL,
-									true);
-			for (int d = 0; d < nd; d++)
-			{
-				replies[doneidx[d]] = done[d];
-				any |= done[d] != NULL;
-				done[d] = NULL;
+				/* Unavailable: NULL (the policy); misuse: an ERROR. */
+				rl_conn_set_current(node);
+				(void) rl_check_replies(done, nd, calls != NULL ? donecalls : NULL,
+										true);
+				for (int d = 0; d < nd; d++)
+				{
+					replies[doneidx[d]] = done[d];
+					any |= done[d] != NULL;
+					done[d] = NULL;
+				}
 			}
 			if (pause)
 				rl_cluster_pause(10, deadline);
@@ -561,6 +606,7 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 		rl_free_replies(got, 2 * n);
 		rl_free_replies(done, n);
 		rl_free_replies(replies, n);
+		rl_conn_discard_busy();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

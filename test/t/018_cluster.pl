@@ -342,6 +342,41 @@ is($sm->cmd('HGET', $srk, 'n'), $n_after + 1, 'stall: exactly one more on the ma
 fact('cluster_stall_policy_s.018', sprintf('%.2f', $stall_s));
 fault_done('cluster master stalled (SIGSTOP)', $mark);
 
+# rl_allow_many over all masters, one of them stalled: every node's
+# pipeline is written before any reply is waited for, so the other masters'
+# rows are Redis's even though the stalled master's keys come first and use
+# up the deadline; rows stay in array order.
+my %bk;
+for my $i (1 .. 60)
+{
+	my $k = "c18:batch$i";
+	push @{ $bk{ $rc->master_of_key(redis_key($k, 'fixed_window'))->port } }, $k;
+}
+my @bm = $rc->masters;
+my $slow = $bm[0];
+my @batch = (@{ $bk{ $slow->port } }, map { @{ $bk{ $_->port } } } @bm[ 1 .. $#bm ]);
+my $arr = 'ARRAY[' . join(',', map { sql_quote($_) } @batch) . ']';
+rl_run($sess, "SELECT count(*) FROM rl_allow_many($arr, 'fixed_window', 10, '1 day')");
+$mark = fault_mark();
+$slow->stall;
+my $bt0 = time;
+my ($bo) = rl_run($sess,
+	"SELECT string_agg(key || '=' || coalesce(remaining::text, 'policy'), ' ') "
+	  . "FROM rl_allow_many($arr, 'fixed_window', 10, '1 day')");
+my $batch_s = time - $bt0;
+$slow->resume;
+my @rows = split / /, $bo;
+my $nslow = scalar @{ $bk{ $slow->port } };
+is(join(' ', map { (split /=/)[0] } @rows), join(' ', @batch), 'batch: rows in array order');
+is(scalar(grep { /=policy$/ } @rows[ 0 .. $nslow - 1 ]), $nslow,
+	'batch: the stalled master\'s keys get the policy\'s answer');
+is(scalar(grep { /=8$/ } @rows[ $nslow .. $#rows ]), scalar(@rows) - $nslow,
+	'batch: the other masters\' keys are Redis\'s (their pipelines went out first)');
+cmp_ok($batch_s, '<', 2, 'batch: returns within the command timeout');
+fact('cluster_batch_stalled_s.018', sprintf('%.2f', $batch_s));
+fault_done('cluster master stalled during rl_allow_many', $mark);
+usleep(300_000);
+
 # 6. A killed master: its keys get the policy's answer, the others Redis's.
 my %by_master;
 for my $i (1 .. 60)
