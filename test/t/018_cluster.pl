@@ -281,6 +281,36 @@ SELECT rl_postgrest_guard('fixed_window', 1, '1 day', 'c18:guard');
 SELECT rl_postgrest_guard('fixed_window', 1, '1 day', 'c18:guard');});
 like($ge, qr/ERROR:\s+(PT429|PGRST)/, 'postgrest guard: the second call is refused by Redis\'s count');
 
+# TRYAGAIN: mid-migration, a layered call whose two keys are split between
+# source and target did not run; it is retried 3 times, then answered by
+# the policy: counted nowhere, one failure recorded, never both.
+my $tk = 'c18:try';
+my $tfw = "rl:{$dboid:$tk}:fixed_window:86400000ms";
+my $tsl = "rl:{$dboid:$tk}:sliding_log:1000ms";
+my $layered = qq{SELECT allowed, remaining FROM rl_allow_layered('$tk',
+	ARRAY[('fixed_window', 10, '1 day'), ('sliding_log', 100, '1 second')]::rl_rule[])};
+my ($to1) = rl_run($sess, $layered);
+is($to1, 't|9', 'TRYAGAIN: the layered call is answered before the migration');
+my $tslot = $rc->keyslot($tfw);
+my $tsrc = $rc->master_of_slot($tslot);
+my ($tdst) = grep { $_->port != $tsrc->port } @masters;
+$rc->migrate_begin($tslot, $tsrc, $tdst);
+my $mig = $tsrc->cmd('MIGRATE', '127.0.0.1', $tdst->port, $tfw, 0, 5000);
+is($mig, 'OK', 'TRYAGAIN: one of the two keys migrated');
+my ($f0) = rl_run($sess, 'SELECT failures FROM rl_status()');
+my ($to2) = rl_run($sess, $layered);
+my ($f1) = rl_run($sess, 'SELECT failures FROM rl_status()');
+is($to2, 't|', 'TRYAGAIN: split keys get the policy\'s answer');
+is($f1 - $f0, 1, 'TRYAGAIN: one failure recorded');
+my ($terr) = rl_run($sess, 'SELECT last_error FROM rl_status()');
+like($terr, qr/^TRYAGAIN/, 'TRYAGAIN: the failure is the TRYAGAIN reply');
+$tdst->cmd('ASKING');
+is($tdst->cmd('HGET', $tfw, 'n'), '1', 'TRYAGAIN: the migrated rule was not charged');
+$rc->migrate_end($tslot, $tsrc, $tdst);
+usleep(300_000);
+my ($to3) = rl_run($sess, $layered);
+is($to3, 't|8', 'TRYAGAIN: after the migration the call counts on exactly');
+
 # 5. CLUSTER FAILOVER under load: every call is counted once.
 my $fk = 'c18:failover';
 my $frk = redis_key($fk, 'fixed_window');
@@ -307,6 +337,9 @@ my $counted = $promoted->cmd('HGET', $frk, 'n') // 0;
 cmp_ok($counted, '<=', $known + $unknown,
 	'failover: no call counted twice (Redis count <= calls)');
 cmp_ok($counted, '>=', $known, 'failover: no call Redis answered was lost');
+my $reloads = $promoted->cmdstat('eval')->{calls};
+ok($reloads >= 1 && $reloads <= 4,
+	"failover: NOSCRIPT on the new master reloaded the script ($reloads EVAL, at most one per session)");
 note "failover: $known answered by Redis, $unknown by the policy, $counted counted";
 fact('cluster_failover_policy.018', $unknown);
 fact('cluster_failover_lost.018', $known - $counted) if $counted < $known;
@@ -360,12 +393,12 @@ rl_run($sess, "SELECT count(*) FROM rl_allow_many($arr, 'fixed_window', 10, '1 d
 $mark = fault_mark();
 $slow->stall;
 my $bt0 = time;
-my ($bo) = rl_run($sess,
+my ($brows) = rl_run($sess,
 	"SELECT string_agg(key || '=' || coalesce(remaining::text, 'policy'), ' ') "
 	  . "FROM rl_allow_many($arr, 'fixed_window', 10, '1 day')");
 my $batch_s = time - $bt0;
 $slow->resume;
-my @rows = split / /, $bo;
+my @rows = split / /, $brows;
 my $nslow = scalar @{ $bk{ $slow->port } };
 is(join(' ', map { (split /=/)[0] } @rows), join(' ', @batch), 'batch: rows in array order');
 is(scalar(grep { /=policy$/ } @rows[ 0 .. $nslow - 1 ]), $nslow,
