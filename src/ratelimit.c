@@ -320,7 +320,7 @@ rl_status(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	desc = BlessTupleDesc(desc);
 
-	values[i++] = CStringGetTextDatum(rl_conn_endpoint());
+	values[i++] = CStringGetTextDatum(rl_conn_status_endpoint());
 	values[i++] = BoolGetDatum(rl_conn_connected());
 	nulls[i] = version == NULL;
 	values[i++] = version ? CStringGetTextDatum(version) : (Datum) 0;

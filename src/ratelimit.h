@@ -57,6 +57,14 @@ typedef enum RlFailureMode
 	RL_FAIL_ERROR
 } RlFailureMode;
 
+/* ratelimit.redis_mode */
+typedef enum RlRedisMode
+{
+	RL_MODE_STANDALONE,
+	RL_MODE_CLUSTER,
+	RL_MODE_SENTINEL
+} RlRedisMode;
+
 /* One limiter: what a single rl_allow call checks. */
 typedef struct RlLimiter
 {
@@ -76,6 +84,8 @@ typedef struct RlAnswer
 } RlAnswer;
 
 /* rl_guc.c */
+extern int	rl_redis_mode;
+extern char *rl_redis_nodes;
 extern char *rl_redis_host;
 extern int	rl_redis_port;
 extern char *rl_redis_socket;

@@ -1,10 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * rl_conn.c
- *	  The backend's Redis connection and its interruptible I/O.
+ *	  A backend's link to one Redis node and its interruptible I/O.
  *
- * Each backend opens one connection, lazily on first use, and keeps it
- * across calls and transactions.  hiredis runs in non-blocking mode and
+ * A node (RlNode) is one Redis server: the standalone server of the
+ * settings, or one master of a Redis Cluster (rl_cluster.c finds them).
+ * Each backend opens one connection per node, lazily on first use, and
+ * keeps it across calls and transactions.  hiredis runs in non-blocking mode and
  * never waits itself: every wait happens here, in a WaitEventSet that also
  * watches the process latch and the postmaster, so query cancel,
  * statement_timeout and pg_terminate_backend interrupt a stalled Redis at
@@ -13,8 +15,12 @@
  * A command whose reply has not arrived is never sent again.  If a wait is
  * cut short (our timeout, an interrupt, a broken link) the connection is
  * dropped, so a late reply can never be taken as the answer to a later
- * call.  After a failure no new attempt is made for retry_interval, so a
- * dead Redis costs a policy answer, not a timeout, per call.
+ * call.  After a failure no new attempt is made on that node for
+ * retry_interval, so a dead Redis costs a policy answer, not a timeout,
+ * per call; in a cluster the other nodes go on answering.
+ *
+ * The failure bookkeeping (rl_conn_failure, rl_conn_succeeded ...) acts on
+ * the current node: the one last readied or used for a round trip.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -41,6 +47,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "rl_cluster.h"
 #include "rl_conn.h"
 
 /* Time between two WARNINGs about an unavailable Redis, per backend. */
@@ -62,24 +69,45 @@
 #define RL_MAX_REPLY_ELEMENTS	64
 #define RL_MAX_REPLY_BYTES		(1024 * 1024)
 
-static redisContext *rl_ctx = NULL;
-static WaitEventSet *rl_waitset = NULL;
-static int	rl_sock_pos = -1;
-static uint32 rl_sock_events = 0;
+/*
+ * CLUSTER SLOTS is the one larger reply: an array of one entry per slot
+ * range, at most 16384, each a few hundred bytes.
+ */
+#define RL_MAX_LARGE_ELEMENTS	(RL_CLUSTER_SLOTS + 1)
+#define RL_MAX_LARGE_BYTES		(16 * 1024 * 1024)
 
-/* True while a command is out and its reply not yet read. */
-static bool rl_busy = false;
+/* One Redis server and this backend's link to it. */
+struct RlNode
+{
+	char	   *host;			/* NULL for the standalone node */
+	int			port;
+	redisContext *ctx;
+	WaitEventSet *waitset;
+	int			sock_pos;
+	uint32		sock_events;
+	bool		busy;			/* a command is out, its reply unread */
+	TimestampTz retry_at;		/* no attempt before then */
+	TimestampTz last_warning;
+	int64		unwarned;
+	char		server_version[32];
+};
 
-/* The settings of the open connection, or of the last attempt. */
+/* Every node this backend knows; [0] is the standalone node. */
+static RlNode *rl_nodes[RL_MAX_NODES + 1];
+static int	rl_num_nodes = 0;
+
+/* The node the failure bookkeeping acts on (see the file's banner). */
+static RlNode *rl_cur = NULL;
+
+/* Replies larger than RL_MAX_REPLY_* are accepted (CLUSTER SLOTS). */
+static bool rl_large_replies = false;
+
+/* The settings of the open connections, or of the last attempt. */
 static char *rl_conn_signature = NULL;
 
-/* Failure state. */
-static TimestampTz rl_retry_at = 0;
-static TimestampTz rl_last_warning = 0;
-static int64 rl_unwarned = 0;
+/* Failure state shown by rl_status(). */
 static char rl_last_error[256] = "";
 static TimestampTz rl_last_error_at = 0;
-static char rl_server_version[32] = "";
 static bool rl_exit_registered = false;
 
 RlCounters	rl_counters;
@@ -93,7 +121,7 @@ static int	rl_refused_elements = 0;
 static void *
 rl_create_array(const redisReadTask *task, int elements)
 {
-	if (elements > RL_MAX_REPLY_ELEMENTS)
+	if (elements > (rl_large_replies ? RL_MAX_LARGE_ELEMENTS : RL_MAX_REPLY_ELEMENTS))
 	{
 		rl_refused_elements = elements;
 		return NULL;			/* hiredis: a protocol error, nothing allocated */
@@ -113,35 +141,138 @@ rl_create_array(const redisReadTask *task, int elements)
  * received may still run, once; nothing is delivered afterwards.
  */
 static void
-rl_discard(void)
+rl_discard(RlNode *node)
 {
-	if (rl_waitset != NULL)
+	if (node->waitset != NULL)
 	{
-		FreeWaitEventSet(rl_waitset);
-		rl_waitset = NULL;
+		FreeWaitEventSet(node->waitset);
+		node->waitset = NULL;
 	}
-	if (rl_ctx != NULL)
+	if (node->ctx != NULL)
 	{
-		if (rl_busy && rl_ctx->fd >= 0)
+		if (node->busy && node->ctx->fd >= 0)
 		{
 			struct linger reset = {.l_onoff = 1,.l_linger = 0};
 
-			(void) setsockopt(rl_ctx->fd, SOL_SOCKET, SO_LINGER, &reset,
+			(void) setsockopt(node->ctx->fd, SOL_SOCKET, SO_LINGER, &reset,
 							  sizeof(reset));
 		}
-		redisFree(rl_ctx);
-		rl_ctx = NULL;
+		redisFree(node->ctx);
+		node->ctx = NULL;
 		ReleaseExternalFD();
 	}
-	rl_busy = false;
-	rl_server_version[0] = '\0';
+	node->busy = false;
+	node->server_version[0] = '\0';
 }
 
-/* Closes the socket when the backend exits, so Redis sees it go at once. */
+/* Drops every node's connection. */
+static void
+rl_discard_all(void)
+{
+	for (int i = 0; i < rl_num_nodes; i++)
+		rl_discard(rl_nodes[i]);
+}
+
+/* Closes the sockets when the backend exits, so Redis sees them go at once. */
 static void
 rl_at_exit(int code, Datum arg)
 {
-	rl_discard();
+	rl_discard_all();
+}
+
+/* A node with no connection yet, in TopMemoryContext. */
+static RlNode *
+rl_node_make(const char *host, int port)
+{
+	RlNode	   *node = MemoryContextAllocZero(TopMemoryContext, sizeof(RlNode));
+
+	node->host = host != NULL ? MemoryContextStrdup(TopMemoryContext, host) : NULL;
+	node->port = port;
+	node->sock_pos = -1;
+	return node;
+}
+
+/* The standalone node: the server of redis_host/port or redis_socket. */
+RlNode *
+rl_standalone_node(void)
+{
+	if (rl_num_nodes == 0)
+		rl_nodes[rl_num_nodes++] = rl_node_make(NULL, 0);
+	return rl_nodes[0];
+}
+
+/*
+ * The cluster node at host:port, made on first sight; NULL when this
+ * backend already knows RL_MAX_NODES of them.
+ */
+RlNode *
+rl_node_lookup(const char *host, int port)
+{
+	(void) rl_standalone_node();
+	for (int i = 1; i < rl_num_nodes; i++)
+	{
+		if (rl_nodes[i]->port == port && strcmp(rl_nodes[i]->host, host) == 0)
+			return rl_nodes[i];
+	}
+	if (rl_num_nodes > RL_MAX_NODES)
+		return NULL;
+	rl_nodes[rl_num_nodes] = rl_node_make(host, port);
+	return rl_nodes[rl_num_nodes++];
+}
+
+/* Forgets every cluster node (their links are already closed). */
+static void
+rl_forget_cluster_nodes(void)
+{
+	for (int i = 1; i < rl_num_nodes; i++)
+	{
+		Assert(rl_nodes[i]->ctx == NULL);
+		pfree(rl_nodes[i]->host);
+		pfree(rl_nodes[i]);
+		rl_nodes[i] = NULL;
+	}
+	rl_num_nodes = Min(rl_num_nodes, 1);
+	rl_cur = rl_num_nodes > 0 ? rl_nodes[0] : NULL;
+	rl_cluster_reset();
+}
+
+/* Lets the next round trips accept replies up to RL_MAX_LARGE_*. */
+void
+rl_conn_large_replies(bool on)
+{
+	rl_large_replies = on;
+}
+
+bool
+rl_node_connected(const RlNode *node)
+{
+	return node->ctx != NULL;
+}
+
+/* True while the node is inside its retry interval after a failure. */
+bool
+rl_node_resting(const RlNode *node)
+{
+	return node->retry_at != 0 && GetCurrentTimestamp() < node->retry_at;
+}
+
+const char *
+rl_node_host(const RlNode *node)
+{
+	return node->host != NULL ? node->host : rl_redis_host;
+}
+
+int
+rl_node_port(const RlNode *node)
+{
+	return node->host != NULL ? node->port : rl_redis_port;
+}
+
+/* Makes node the subject of the next failure or success recorded. */
+void
+rl_conn_set_current(RlNode *node)
+{
+	rl_cur = node;
 }
 
 /*
@@ -158,9 +289,10 @@ rl_signature(void)
 
 	pw_hash = hash_bytes_extended((const unsigned char *) rl_redis_password,
 								  strlen(rl_redis_password), 0);
-	return psprintf("%s\n%d\n%s\n%d\n%s\n%s\n" UINT64_FORMAT,
+	return psprintf("%s\n%d\n%s\n%d\n%s\n%s\n" UINT64_FORMAT "\n%d\n%s",
 					rl_redis_host, rl_redis_port, rl_redis_socket, rl_redis_db,
-					rl_redis_username, rl_redis_password_file, pw_hash);
+					rl_redis_username, rl_redis_password_file, pw_hash,
+					rl_redis_mode, rl_redis_nodes);
 }
 
 /*
@@ -283,6 +415,7 @@ static void
 rl_record_failure(bool keep, const char *setting, const char *what)
 {
 	TimestampTz now = GetCurrentTimestamp();
+	RlNode	   *node = rl_cur != NULL ? rl_cur : rl_standalone_node();
 
 	if (setting != NULL)
 		snprintf(rl_last_error, sizeof(rl_last_error),
@@ -291,12 +424,14 @@ rl_record_failure(bool keep, const char *setting, const char *what)
 		strlcpy(rl_last_error, what, sizeof(rl_last_error));
 	rl_last_error_at = now;
 	rl_counters.failures++;
-	rl_retry_at = TimestampTzPlusMilliseconds(now, rl_retry_interval);
+	node->retry_at = TimestampTzPlusMilliseconds(now, rl_retry_interval);
 	if (!keep)
-		rl_discard();
+		rl_discard(node);
+	if (rl_redis_mode == RL_MODE_CLUSTER)
+		rl_cluster_mark_stale();
 
-	if (rl_last_warning == 0 ||
-		TimestampDifferenceExceeds(rl_last_warning, now, RL_WARNING_INTERVAL_MS))
+	if (node->last_warning == 0 ||
+		TimestampDifferenceExceeds(node->last_warning, now, RL_WARNING_INTERVAL_MS))
 	{
 		ereport(WARNING,
 				(setting != NULL ?
@@ -308,14 +443,14 @@ rl_record_failure(bool keep, const char *setting, const char *what)
 				 errmsg("Redis server %s is unavailable; %s",
 						rl_conn_endpoint(), rl_policy_words()),
 				 errdetail_internal("%s", rl_last_error),
-				 rl_unwarned > 0 ?
+				 node->unwarned > 0 ?
 				 errhint("%lld further failures were not reported; see rl_status().",
-						 (long long) rl_unwarned) : 0));
-		rl_last_warning = now;
-		rl_unwarned = 0;
+						 (long long) node->unwarned) : 0));
+		node->last_warning = now;
+		node->unwarned = 0;
 	}
 	else
-		rl_unwarned++;
+		node->unwarned++;
 }
 
 /* An outage: Redis is down, stalled or cannot serve now. */
@@ -379,8 +514,16 @@ rl_reply_setting(const char *reply)
  * connection is an outage (nothing listens there now).
  */
 static const char *
-rl_connect_setting(const char *errstr)
+rl_connect_setting(const RlNode *node, const char *errstr)
 {
+	if (node->host != NULL)
+	{
+		/* A cluster node: a seed of redis_nodes, or an address it gave. */
+		if (strstr(errstr, "Name or service not known") != NULL ||
+			strstr(errstr, "No address associated") != NULL)
+			return "ratelimit.redis_nodes";
+		return NULL;
+	}
 	if (rl_redis_socket[0] != '\0')
 	{
 		char		dir[MAXPGPATH];
@@ -415,9 +558,11 @@ rl_connect_setting(const char *errstr)
 void
 rl_conn_succeeded(void)
 {
-	rl_retry_at = 0;
-	rl_last_warning = 0;
-	rl_unwarned = 0;
+	if (rl_cur == NULL)
+		return;
+	rl_cur->retry_at = 0;
+	rl_cur->last_warning = 0;
+	rl_cur->unwarned = 0;
 }
 
 /*
@@ -429,12 +574,12 @@ rl_conn_succeeded(void)
  * rather than thrown away with the link.
  */
 static bool
-rl_wait(uint32 events, TimestampTz deadline)
+rl_wait(RlNode *node, uint32 events, TimestampTz deadline)
 {
-	if (events != rl_sock_events)
+	if (events != node->sock_events)
 	{
-		ModifyWaitEvent(rl_waitset, rl_sock_pos, events, NULL);
-		rl_sock_events = events;
+		ModifyWaitEvent(node->waitset, node->sock_pos, events, NULL);
+		node->sock_events = events;
 	}
 
 	for (;;)
@@ -443,7 +588,7 @@ rl_wait(uint32 events, TimestampTz deadline)
 		long		timeout;
 
 		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
-		if (WaitEventSetWait(rl_waitset, Max(timeout, 0), &event, 1,
+		if (WaitEventSetWait(node->waitset, Max(timeout, 0), &event, 1,
 							 PG_WAIT_EXTENSION) == 0)
 		{
 			if (timeout <= 0)
@@ -462,20 +607,20 @@ rl_wait(uint32 events, TimestampTz deadline)
 
 /* Writes everything hiredis has buffered. */
 static bool
-rl_flush(TimestampTz deadline)
+rl_flush(RlNode *node, TimestampTz deadline)
 {
 	int			done = 0;
 
 	for (;;)
 	{
-		if (redisBufferWrite(rl_ctx, &done) == REDIS_ERR)
+		if (redisBufferWrite(node->ctx, &done) == REDIS_ERR)
 		{
-			rl_conn_failure(false, "could not send to Redis: %s", rl_ctx->errstr);
+			rl_conn_failure(false, "could not send to Redis: %s", node->ctx->errstr);
 			return false;
 		}
 		if (done)
 			return true;
-		if (!rl_wait(WL_SOCKET_WRITEABLE, deadline))
+		if (!rl_wait(node, WL_SOCKET_WRITEABLE, deadline))
 		{
 			rl_conn_failure(false, "timed out sending to Redis");
 			return false;
@@ -526,7 +671,7 @@ rl_first_error(redisReply **replies, int n)
  * more than the reset does.
  */
 static void
-rl_link_broken(redisReply **replies, int got, const char *what)
+rl_link_broken(RlNode *node, redisReply **replies, int got, const char *what)
 {
 	const char *said = rl_first_error(replies, got);
 
@@ -537,40 +682,43 @@ rl_link_broken(redisReply **replies, int got, const char *what)
 		rl_conn_failure(false, "Redis closed the connection after replying: %s",
 						said);
 	else
-		rl_conn_failure(false, "%s: %s", what, rl_ctx->errstr);
+		rl_conn_failure(false, "%s: %s", what, node->ctx->errstr);
 }
 
 /* Reads n replies, in order. */
 static bool
-rl_read(redisReply **replies, int n, TimestampTz deadline)
+rl_read(RlNode *node, redisReply **replies, int n, TimestampTz deadline)
 {
+	redisContext *ctx = node->ctx;
+
 	for (int i = 0; i < n; i++)
 	{
 		void	   *reply = NULL;
 
 		for (;;)
 		{
-			if (redisGetReplyFromReader(rl_ctx, &reply) == REDIS_ERR)
+			if (redisGetReplyFromReader(ctx, &reply) == REDIS_ERR)
 			{
-				rl_link_broken(replies, i, "could not parse Redis reply");
+				rl_link_broken(node, replies, i, "could not parse Redis reply");
 				return false;
 			}
 			if (reply != NULL)
 				break;
-			if (!rl_wait(WL_SOCKET_READABLE, deadline))
+			if (!rl_wait(node, WL_SOCKET_READABLE, deadline))
 			{
 				rl_conn_failure(false, "timed out waiting for Redis reply");
 				return false;
 			}
-			if (redisBufferRead(rl_ctx) == REDIS_ERR)
+			if (redisBufferRead(ctx) == REDIS_ERR)
 			{
-				rl_link_broken(replies, i, "could not receive from Redis");
+				rl_link_broken(node, replies, i, "could not receive from Redis");
 				return false;
 			}
-			if (rl_ctx->reader->len - rl_ctx->reader->pos > RL_MAX_REPLY_BYTES)
+			if (ctx->reader->len - ctx->reader->pos >
+				(rl_large_replies ? RL_MAX_LARGE_BYTES : RL_MAX_REPLY_BYTES))
 			{
 				rl_conn_failure(false, "Redis sent a reply of more than %d bytes, more than any reply to the extension's commands has",
-								RL_MAX_REPLY_BYTES);
+								rl_large_replies ? RL_MAX_LARGE_BYTES : RL_MAX_REPLY_BYTES);
 				return false;
 			}
 		}
@@ -582,7 +730,7 @@ rl_read(redisReply **replies, int n, TimestampTz deadline)
 	 * of step (or not Redis), so none of these replies can be trusted to be
 	 * the answer to its command.
 	 */
-	if (rl_ctx->reader->pos < rl_ctx->reader->len)
+	if (ctx->reader->pos < ctx->reader->len)
 	{
 		rl_conn_failure(false, "Redis sent more replies than commands");
 		return false;
@@ -609,36 +757,37 @@ rl_free_replies(redisReply **replies, int n)
  * transaction's pending WAL is flushed while the reply is on its way.
  */
 bool
-rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
+rl_node_roundtrip(RlNode *node, RlCommand *cmds, int n, redisReply **replies,
 				  TimestampTz deadline, bool flush_wal)
 {
 	bool		ok = false;
 
-	Assert(rl_ctx != NULL && !rl_busy);
+	rl_cur = node;
+	Assert(node->ctx != NULL && !node->busy);
 	for (int i = 0; i < n; i++)
 	{
 		replies[i] = NULL;
-		if (redisAppendCommandArgv(rl_ctx, cmds[i].argc, cmds[i].argv,
+		if (redisAppendCommandArgv(node->ctx, cmds[i].argc, cmds[i].argv,
 								   cmds[i].argvlen) != REDIS_OK)
 		{
 			rl_conn_failure(false, "could not queue Redis command: %s",
-							rl_ctx->errstr);
+							node->ctx->errstr);
 			return false;
 		}
 	}
 
-	rl_busy = true;
+	node->busy = true;
 	PG_TRY();
 	{
-		ok = rl_flush(deadline);
+		ok = rl_flush(node, deadline);
 		if (ok && flush_wal)
 			rl_flush_wal_while_waiting();
-		ok = ok && rl_read(replies, n, deadline);
+		ok = ok && rl_read(node, replies, n, deadline);
 	}
 	PG_CATCH();
 	{
 		rl_free_replies(replies, n);
-		rl_discard();
+		rl_discard(node);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -648,8 +797,102 @@ rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
 		rl_free_replies(replies, n);
 		return false;
 	}
-	rl_busy = false;
+	node->busy = false;
 	return true;
+}
+
+/*
+ * The first half of a round trip on several nodes: queues n commands on
+ * the node and writes what its socket takes now, without waiting, so that
+ * every node gets its pipeline before any reply is waited for.  False
+ * (recorded, link dropped) when the commands could not be queued or the
+ * link broke.  rl_node_receive completes it.
+ */
+bool
+rl_node_send(RlNode *node, RlCommand *cmds, int n)
+{
+	int			done = 0;
+
+	rl_cur = node;
+	Assert(node->ctx != NULL && !node->busy);
+	for (int i = 0; i < n; i++)
+	{
+		if (redisAppendCommandArgv(node->ctx, cmds[i].argc, cmds[i].argv,
+								   cmds[i].argvlen) != REDIS_OK)
+		{
+			rl_conn_failure(false, "could not queue Redis command: %s",
+							node->ctx->errstr);
+			return false;
+		}
+	}
+	node->busy = true;
+	if (redisBufferWrite(node->ctx, &done) == REDIS_ERR)
+	{
+		rl_conn_failure(false, "could not send to Redis: %s", node->ctx->errstr);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The second half: writes what is left and reads the n replies, by the
+ * deadline shared by every node of the call.  A deadline that passed
+ * while other nodes were waited for still gives each socket one look, so
+ * replies that are there are taken.  False as rl_node_roundtrip.
+ */
+bool
+rl_node_receive(RlNode *node, redisReply **replies, int n,
+				TimestampTz deadline)
+{
+	bool		ok = false;
+
+	rl_cur = node;
+	for (int i = 0; i < n; i++)
+		replies[i] = NULL;
+	PG_TRY();
+	{
+		ok = rl_flush(node, deadline) && rl_read(node, replies, n, deadline);
+	}
+	PG_CATCH();
+	{
+		rl_free_replies(replies, n);
+		rl_discard(node);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!ok)
+	{
+		rl_free_replies(replies, n);
+		return false;
+	}
+	node->busy = false;
+	return true;
+}
+
+/* Drops every link whose reply is still out (after an ERROR mid-call). */
+void
+rl_conn_discard_busy(void)
+{
+	for (int i = 0; i < rl_num_nodes; i++)
+	{
+		if (rl_nodes[i]->busy)
+			rl_discard(rl_nodes[i]);
+	}
+}
+
+/* The WAL flush a round trip may overlap (see rl_flush_wal_while_waiting). */
+void
+rl_conn_flush_wal(void)
+{
+	rl_flush_wal_while_waiting();
+}
+
+/* A round trip on the current node (rl_conn_ready readied it). */
+bool
+rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
+				  TimestampTz deadline, bool flush_wal)
+{
+	return rl_node_roundtrip(rl_cur, cmds, n, replies, deadline, flush_wal);
 }
 
 /*
@@ -659,10 +902,10 @@ rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
  * nothing was sent on the dead link.
  */
 static bool
-rl_link_is_stale(void)
+rl_link_is_stale(RlNode *node)
 {
 	char		byte;
-	ssize_t		r = recv(rl_ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+	ssize_t		r = recv(node->ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
 
 	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return false;
@@ -671,20 +914,20 @@ rl_link_is_stale(void)
 
 /* Pulls "redis_version:x.y.z" out of an INFO server reply. */
 static void
-rl_parse_version(const char *info)
+rl_parse_version(RlNode *node, const char *info)
 {
 	const char *p = strstr(info, "redis_version:");
 	size_t		len;
 
-	rl_server_version[0] = '\0';
+	node->server_version[0] = '\0';
 	if (p == NULL)
 		return;
 	p += strlen("redis_version:");
 	len = strcspn(p, "\r\n");
-	if (len >= sizeof(rl_server_version))
-		len = sizeof(rl_server_version) - 1;
-	memcpy(rl_server_version, p, len);
-	rl_server_version[len] = '\0';
+	if (len >= sizeof(node->server_version))
+		len = sizeof(node->server_version) - 1;
+	memcpy(node->server_version, p, len);
+	node->server_version[len] = '\0';
 }
 
 /*
@@ -694,7 +937,7 @@ rl_parse_version(const char *info)
  * backend a Redis client belongs to.  Secrets never reach a message.
  */
 static bool
-rl_connect(char *signature)
+rl_connect(RlNode *node)
 {
 	TimestampTz deadline;
 	redisContext *c;
@@ -715,11 +958,7 @@ rl_connect(char *signature)
 
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   rl_connect_timeout);
-
-	/* Remember what this attempt used, so a later change is seen. */
-	if (rl_conn_signature != NULL)
-		pfree(rl_conn_signature);
-	rl_conn_signature = MemoryContextStrdup(TopMemoryContext, signature);
+	rl_cur = node;
 
 	if (!rl_exit_registered)
 	{
@@ -756,7 +995,9 @@ rl_connect(char *signature)
 		rl_conn_failure(false, "could not connect to Redis: too many open files");
 		return false;
 	}
-	if (rl_redis_socket[0] != '\0')
+	if (node->host != NULL)
+		c = redisConnectNonBlock(node->host, node->port);
+	else if (rl_redis_socket[0] != '\0')
 		c = redisConnectUnixNonBlock(rl_redis_socket);
 	else
 		c = redisConnectNonBlock(rl_redis_host, rl_redis_port);
@@ -770,14 +1011,14 @@ rl_connect(char *signature)
 		ReleaseExternalFD();
 		ReleaseExternalFD();
 		explicit_bzero(password, sizeof(password));
-		if (rl_connect_setting(msg) != NULL)
-			rl_conn_misconfigured(rl_connect_setting(msg),
+		if (rl_connect_setting(node, msg) != NULL)
+			rl_conn_misconfigured(rl_connect_setting(node, msg),
 								  "could not connect to Redis: %s", msg);
 		else
 			rl_conn_failure(false, "could not connect to Redis: %s", msg);
 		return false;
 	}
-	rl_ctx = c;
+	node->ctx = c;
 	rl_counters.connects++;
 	if (rl_hiredis_create_array == NULL)
 	{
@@ -795,20 +1036,20 @@ rl_connect(char *signature)
 	ReleaseExternalFD();
 	PG_TRY();
 	{
-		rl_waitset = CreateWaitEventSet(TopMemoryContext, 3);
-		AddWaitEventToSet(rl_waitset, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch,
+		node->waitset = CreateWaitEventSet(TopMemoryContext, 3);
+		AddWaitEventToSet(node->waitset, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch,
 						  NULL);
-		AddWaitEventToSet(rl_waitset, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET,
+		AddWaitEventToSet(node->waitset, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET,
 						  NULL, NULL);
-		rl_sock_pos = AddWaitEventToSet(rl_waitset, WL_SOCKET_WRITEABLE, c->fd,
-										NULL, NULL);
-		rl_sock_events = WL_SOCKET_WRITEABLE;
-		connected = rl_wait(WL_SOCKET_WRITEABLE, deadline);
+		node->sock_pos = AddWaitEventToSet(node->waitset, WL_SOCKET_WRITEABLE,
+										   c->fd, NULL, NULL);
+		node->sock_events = WL_SOCKET_WRITEABLE;
+		connected = rl_wait(node, WL_SOCKET_WRITEABLE, deadline);
 	}
 	PG_CATCH();
 	{
 		explicit_bzero(password, sizeof(password));
-		rl_discard();
+		rl_discard(node);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -838,7 +1079,8 @@ rl_connect(char *signature)
 		cmds[n].argc = k;
 		n++;
 	}
-	if (rl_redis_db != 0)
+	/* A cluster has only database 0 (rl_conn_begin checked it is so). */
+	if (rl_redis_db != 0 && node->host == NULL)
 	{
 		snprintf(db, sizeof(db), "%d", rl_redis_db);
 		argv[n][0] = "SELECT";
@@ -867,7 +1109,7 @@ rl_connect(char *signature)
 
 	PG_TRY();
 	{
-		ok = rl_conn_roundtrip(cmds, n, replies, deadline, false);
+		ok = rl_node_roundtrip(node, cmds, n, replies, deadline, false);
 	}
 	PG_FINALLY();
 	{
@@ -919,7 +1161,7 @@ rl_connect(char *signature)
 		}
 	}
 	if (replies[n - 1]->type == REDIS_REPLY_STRING)
-		rl_parse_version(replies[n - 1]->str);
+		rl_parse_version(node, replies[n - 1]->str);
 	rl_free_replies(replies, n);
 
 	/*
@@ -927,12 +1169,12 @@ rl_connect(char *signature)
 	 * replication of Redis 5, and set several hash fields at once (Redis
 	 * 4): an older server would fail every call with a script error.
 	 */
-	if (rl_server_version[0] != '\0' && atoi(rl_server_version) < 5)
+	if (node->server_version[0] != '\0' && atoi(node->server_version) < 5)
 	{
-		char		version[sizeof(rl_server_version)];
+		char		version[sizeof(node->server_version)];
 
-		strlcpy(version, rl_server_version, sizeof(version));
-		rl_discard();
+		strlcpy(version, node->server_version, sizeof(version));
+		rl_discard(node);
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("Redis server %s runs Redis %s, which is too old",
@@ -968,34 +1210,88 @@ rl_require_preload(void)
  * or a connection attempt that just failed.
  */
 bool
-rl_conn_ready(void)
+rl_conn_begin(void)
 {
 	char	   *signature;
 
 	rl_require_preload();
 	signature = rl_signature();
+	rl_cur = rl_standalone_node();
 
 	/* A command cut short by an error left its reply unread: drop it. */
-	if (rl_ctx != NULL && rl_busy)
-		rl_discard();
-
-	/* New endpoint or credentials: reconnect, and try them at once. */
-	if (rl_conn_signature != NULL && strcmp(signature, rl_conn_signature) != 0)
+	for (int i = 0; i < rl_num_nodes; i++)
 	{
-		rl_discard();
-		pfree(rl_conn_signature);
-		rl_conn_signature = NULL;
-		rl_retry_at = 0;
+		if (rl_nodes[i]->ctx != NULL && rl_nodes[i]->busy)
+			rl_discard(rl_nodes[i]);
 	}
 
-	if (rl_retry_at != 0 && GetCurrentTimestamp() < rl_retry_at)
+	/* New endpoint, mode or credentials: reconnect, and try them at once. */
+	if (rl_conn_signature == NULL || strcmp(signature, rl_conn_signature) != 0)
+	{
+		rl_discard_all();
+		rl_forget_cluster_nodes();
+		rl_nodes[0]->retry_at = 0;
+		if (rl_conn_signature != NULL)
+			pfree(rl_conn_signature);
+		rl_conn_signature = MemoryContextStrdup(TopMemoryContext, signature);
+	}
+	pfree(signature);
+
+	/*
+	 * Settings that cannot work together are configuration errors, answered
+	 * by the policy (and named in the WARNING) like a wrong password.
+	 */
+	if (rl_redis_mode == RL_MODE_SENTINEL)
+	{
+		rl_conn_misconfigured("ratelimit.redis_mode",
+							  "Redis Sentinel is not supported yet; set ratelimit.redis_mode to \"standalone\" or \"cluster\"");
+		return false;
+	}
+	if (rl_redis_mode == RL_MODE_CLUSTER && rl_redis_db != 0)
+	{
+		rl_conn_misconfigured("ratelimit.redis_db",
+							  "ratelimit.redis_db must be 0 with Redis Cluster, which has only database 0");
+		return false;
+	}
+	if (rl_redis_mode == RL_MODE_CLUSTER && rl_redis_socket[0] != '\0')
+	{
+		rl_conn_misconfigured("ratelimit.redis_socket",
+							  "ratelimit.redis_socket is not used with Redis Cluster; list the nodes in ratelimit.redis_nodes");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Makes sure the node has a usable connection, and makes it the current
+ * node.  False means the node is unavailable for this call: inside its
+ * retry interval after a failure, or a connection attempt that just
+ * failed (recorded).
+ */
+bool
+rl_node_ready(RlNode *node)
+{
+	rl_cur = node;
+	if (node->retry_at != 0 && GetCurrentTimestamp() < node->retry_at)
 		return false;
 
-	if (rl_ctx != NULL && rl_link_is_stale())
-		rl_discard();
-	if (rl_ctx == NULL)
-		return rl_connect(signature);
+	if (node->ctx != NULL && rl_link_is_stale(node))
+		rl_discard(node);
+	if (node->ctx == NULL)
+		return rl_connect(node);
 	return true;
+}
+
+/*
+ * Makes sure the standalone connection is usable.  False means Redis is
+ * unavailable for this call.
+ */
+bool
+rl_conn_ready(void)
+{
+	if (!rl_conn_begin())
+		return false;
+	return rl_node_ready(rl_standalone_node());
 }
 
 /*
@@ -1019,10 +1315,10 @@ rl_policy_answer(RlAnswer *answer)
 			rl_counters.fail_closed++;
 			answer->allowed = false;
 			answer->retry_after_ms = 1;
-			if (rl_retry_at != 0)
+			if (rl_cur != NULL && rl_cur->retry_at != 0)
 				answer->retry_after_ms =
 					Max(1, TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-														   rl_retry_at));
+														   rl_cur->retry_at));
 			break;
 		default:
 			ereport(ERROR,
@@ -1040,21 +1336,50 @@ rl_policy_answer(RlAnswer *answer)
 void
 rl_conn_drop(void)
 {
-	rl_discard();
+	if (rl_cur != NULL)
+		rl_discard(rl_cur);
 }
 
+/* True if any node is connected. */
 bool
 rl_conn_connected(void)
 {
-	return rl_ctx != NULL;
+	for (int i = 0; i < rl_num_nodes; i++)
+	{
+		if (rl_nodes[i]->ctx != NULL)
+			return true;
+	}
+	return false;
 }
 
-/* host:port or the socket path, never credentials. */
+/*
+ * What rl_status() shows as the endpoint: the standalone server, or
+ * "cluster:<seeds> (N masters)".
+ */
+const char *
+rl_conn_status_endpoint(void)
+{
+	if (rl_redis_mode == RL_MODE_CLUSTER)
+		return rl_cluster_endpoint();
+	if (rl_redis_mode == RL_MODE_SENTINEL)
+		return "sentinel (not supported yet)";
+	return rl_conn_endpoint();
+}
+
+/*
+ * The current node as host:port (or the socket path, and database),
+ * never credentials: the server a message is about.
+ */
 const char *
 rl_conn_endpoint(void)
 {
 	static char buf[512];
 
+	if (rl_cur != NULL && rl_cur->host != NULL)
+	{
+		snprintf(buf, sizeof(buf), "%s:%d", rl_cur->host, rl_cur->port);
+		return buf;
+	}
 	if (rl_redis_socket[0] != '\0')
 		snprintf(buf, sizeof(buf), "unix:%s", rl_redis_socket);
 	else
@@ -1064,10 +1389,18 @@ rl_conn_endpoint(void)
 	return buf;
 }
 
+/* The version of the current node, or of any connected one. */
 const char *
 rl_conn_server_version(void)
 {
-	return rl_server_version[0] != '\0' ? rl_server_version : NULL;
+	if (rl_cur != NULL && rl_cur->server_version[0] != '\0')
+		return rl_cur->server_version;
+	for (int i = 0; i < rl_num_nodes; i++)
+	{
+		if (rl_nodes[i]->server_version[0] != '\0')
+			return rl_nodes[i]->server_version;
+	}
+	return NULL;
 }
 
 const char *

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * rl_conn.h
- *	  The backend's Redis connection and its interruptible I/O.
+ *	  A backend's link to one Redis node and its interruptible I/O.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -27,7 +27,31 @@ typedef struct RlCommand
 	size_t	   *argvlen;
 } RlCommand;
 
+/* One Redis server this backend talks to (rl_conn.c). */
+typedef struct RlNode RlNode;
+
+/* Cluster nodes one backend may know at a time. */
+#define RL_MAX_NODES	64
+
+extern bool rl_conn_begin(void);
 extern bool rl_conn_ready(void);
+extern RlNode *rl_standalone_node(void);
+extern RlNode *rl_node_lookup(const char *host, int port);
+extern bool rl_node_ready(RlNode *node);
+extern bool rl_node_roundtrip(RlNode *node, RlCommand *cmds, int n,
+							  redisReply **replies, TimestampTz deadline,
+							  bool flush_wal);
+extern bool rl_node_send(RlNode *node, RlCommand *cmds, int n);
+extern bool rl_node_receive(RlNode *node, redisReply **replies, int n,
+							TimestampTz deadline);
+extern void rl_conn_discard_busy(void);
+extern void rl_conn_flush_wal(void);
+extern bool rl_node_connected(const RlNode *node);
+extern bool rl_node_resting(const RlNode *node);
+extern const char *rl_node_host(const RlNode *node);
+extern int	rl_node_port(const RlNode *node);
+extern void rl_conn_set_current(RlNode *node);
+extern void rl_conn_large_replies(bool on);
 extern bool rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
 							  TimestampTz deadline, bool flush_wal);
 extern void rl_conn_failure(bool keep, const char *fmt,...) pg_attribute_printf(2, 3);
@@ -41,6 +65,7 @@ extern void rl_conn_drop(void);
 /* What rl_status() shows. */
 extern bool rl_conn_connected(void);
 extern const char *rl_conn_endpoint(void);
+extern const char *rl_conn_status_endpoint(void);
 extern const char *rl_conn_server_version(void);
 extern const char *rl_conn_last_error(TimestampTz *at);
 

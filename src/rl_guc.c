@@ -25,7 +25,10 @@
 #include "utils/guc.h"
 
 #include "rl_cache.h"
+#include "rl_cluster.h"
 
+int			rl_redis_mode = RL_MODE_STANDALONE;
+char	   *rl_redis_nodes = NULL;
 char	   *rl_redis_host = NULL;
 int			rl_redis_port = 6379;
 char	   *rl_redis_socket = NULL;
@@ -50,6 +53,30 @@ static const struct config_enum_entry rl_failure_mode_options[] = {
 	{"error", RL_FAIL_ERROR, false},
 	{NULL, 0, false}
 };
+
+static const struct config_enum_entry rl_redis_mode_options[] = {
+	{"standalone", RL_MODE_STANDALONE, false},
+	{"cluster", RL_MODE_CLUSTER, false},
+	{"sentinel", RL_MODE_SENTINEL, false},
+	{NULL, 0, false}
+};
+
+/*
+ * The seed list is parsed at each map refresh (rl_cluster.c); a mistake
+ * in it is refused here, when it is set, with the entry named.
+ */
+static bool
+rl_check_nodes(char **newval, void **extra, GucSource source)
+{
+	char		why[256];
+
+	if (rl_cluster_parse_nodes(*newval, NULL, NULL, 0, why, sizeof(why)) < 0)
+	{
+		GUC_check_errdetail("%s", why);
+		return false;
+	}
+	return true;
+}
 
 /*
  * The key prefix goes in front of the {hash tag}; a brace in it would move
@@ -107,6 +134,29 @@ rl_show_password(void)
 void
 rl_define_settings(void)
 {
+	DefineCustomEnumVariable("ratelimit.redis_mode",
+							 "How Redis is deployed: standalone, cluster or sentinel (not supported yet).",
+							 "In cluster mode every limiter goes to the master that serves its key's hash slot.",
+							 &rl_redis_mode,
+							 RL_MODE_STANDALONE,
+							 rl_redis_mode_options,
+							 PGC_SUSET,
+							 0,
+							 NULL,
+							 NULL,
+							 NULL);
+
+	DefineCustomStringVariable("ratelimit.redis_nodes",
+							   "Comma-separated host:port list of Redis Cluster nodes to learn the slot map from.",
+							   "Used in cluster mode; when empty, redis_host:redis_port is the one seed.",
+							   &rl_redis_nodes,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   rl_check_nodes,
+							   NULL,
+							   NULL);
+
 	DefineCustomStringVariable("ratelimit.redis_host",
 							   "Redis server host name or IP address.",
 							   "A numeric address avoids a blocking DNS lookup.",

@@ -18,6 +18,17 @@
  * limiter that admits everything when its keys are wrong would hide the
  * mistake.  A NOPERM names the command the Redis user lacks.
  *
+ * In cluster mode (rl_run_cluster) each command goes to the master of its
+ * key's hash slot, and the replies that prove a command did not run are
+ * followed, in the same call: MOVED (resend where it says, and fix the
+ * slot map), ASK (ASKING and the command, once, to the node it names),
+ * TRYAGAIN (the same node after 10 ms, at most 3 times), NOSCRIPT (as
+ * EVAL) and READONLY (a demoted master: fetch the map, resend), at most
+ * RL_CLUSTER_MAX_HOPS times per command.  A command whose reply never
+ * came (timeout, cancel, broken link) is never sent again: its node's link
+ * is dropped and its keys get the policy's answer; the other nodes'
+ * answers stand.
+ *
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
@@ -29,6 +40,11 @@
 
 #include "utils/timestamp.h"
 
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+
+#include "rl_cluster.h"
 #include "rl_scripts.h"
 
 typedef struct RlScriptSource
@@ -308,6 +324,297 @@ rl_resend_missing(RlScriptCall *calls, int n, redisReply **replies,
 }
 
 /*
+ * Sleeps ms (or until the deadline), serving interrupts: the pause before
+ * a command is sent again after TRYAGAIN.
+ */
+static void
+rl_cluster_pause(long ms, TimestampTz deadline)
+{
+	long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+													   deadline);
+
+	if (Min(ms, left) <= 0)
+		return;
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 Min(ms, left), PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * True when the reply proves the command did not run and tells where to
+ * send it again (*to; NULL: route it afresh, *asking: prefix ASKING).
+ * The cluster's own state changes here: a MOVED fixes the slot's entry.
+ */
+static bool
+rl_cluster_resend(redisReply *r, RlNode *node, RlCommand *cmd,
+				  RlScriptCall *call, char *numkeys, int *tryagain,
+				  RlNode **to, bool *asking, bool *pause)
+{
+	int			slot;
+	RlNode	   *target;
+
+	if (r->type != REDIS_REPLY_ERROR)
+		return false;
+	switch (rl_cluster_redirect(r->str, node, &slot, &target))
+	{
+		case RL_REDIRECT_MOVED:
+			elog(DEBUG1, "ratelimit: MOVED hash slot %d to %s:%d",
+				 slot, rl_node_host(target), rl_node_port(target));
+			rl_cluster_moved(slot, target);
+			*to = target;
+			return true;
+		case RL_REDIRECT_ASK:
+			elog(DEBUG1, "ratelimit: ASK hash slot %d at %s:%d",
+				 slot, rl_node_host(target), rl_node_port(target));
+			*to = target;
+			*asking = true;
+			return true;
+		case RL_REDIRECT_NONE:
+			break;
+	}
+	if (strncmp(r->str, "TRYAGAIN", 8) == 0 && *tryagain < 3)
+	{
+		(*tryagain)++;
+		*to = node;
+		*pause = true;
+		return true;
+	}
+	if (strncmp(r->str, "NOSCRIPT", 8) == 0 && call != NULL &&
+		strcmp(cmd->argv[0], "EVALSHA") == 0)
+	{
+		rl_build_eval(cmd, call, true, numkeys);
+		rl_counters.script_loads++;
+		*to = node;
+		return true;
+	}
+	if (strncmp(r->str, "READONLY", 8) == 0)
+	{
+		/* A master demoted before the map said so. */
+		rl_cluster_mark_stale();
+		*to = NULL;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Runs n commands against a Redis Cluster, each on the master of its
+ * key's slot (the key is argument keyarg), one node at a time, following
+ * redirects (see the file's banner).  calls, when not NULL, are the script
+ * calls behind cmds (for NOSCRIPT and the ACL messages).  replies[i] is
+ * the reply of command i, or NULL for the policy's answer; false when
+ * none has a reply.
+ */
+static bool
+rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
+			   redisReply **replies, int keyarg)
+{
+	static const char *asking_argv[1] = {"ASKING"};
+	static size_t asking_len[1] = {6};
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   rl_command_timeout);
+	int		   *slot = palloc(sizeof(int) * n);
+	RlNode	  **target = palloc0(sizeof(RlNode *) * n);
+	bool	   *asking = palloc0(sizeof(bool) * n);
+	bool	   *pending = palloc(sizeof(bool) * n);
+	int		   *tryagain = palloc0(sizeof(int) * n);
+	int		   *hops = palloc0(sizeof(int) * n);
+	int		   *idx = palloc(sizeof(int) * n);
+	int		   *doneidx = palloc(sizeof(int) * n);
+	RlCommand  *batch = palloc(sizeof(RlCommand) * 2 * n);
+	redisReply **volatile got = palloc0(sizeof(redisReply *) * 2 * n);
+	redisReply **volatile done = palloc0(sizeof(redisReply *) * n);
+	RlScriptCall *donecalls = palloc(sizeof(RlScriptCall) * n);
+	bool		any = false;
+
+	for (int i = 0; i < n; i++)
+	{
+		int			nkeys = calls != NULL ? calls[i].nkeys : cmds[i].argc - keyarg;
+
+		replies[i] = NULL;
+		pending[i] = true;
+		slot[i] = rl_key_slot(cmds[i].argv[keyarg], cmds[i].argvlen[keyarg]);
+
+		/*
+		 * One limiter's keys share a tag, so only a statement trigger's
+		 * keys (one script for many limiters) can span slots, which Redis
+		 * would refuse (CROSSSLOT).  Refused before anything is sent.
+		 */
+		for (int k = 1; k < nkeys; k++)
+		{
+			if (rl_key_slot(cmds[i].argv[keyarg + k],
+							cmds[i].argvlen[keyarg + k]) != slot[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("rl_throttle_statement does not support Redis Cluster yet"),
+						 errdetail("The statement's limiter keys are in several hash slots, which one script cannot reach."),
+						 errhint("Use rl_throttle (one check per row) with ratelimit.redis_mode = cluster.")));
+		}
+	}
+
+	PG_TRY();
+	{
+		for (;;)
+		{
+			RlNode	   *nodes[RL_MAX_NODES + 1];
+			int			nbatch[RL_MAX_NODES + 1];	/* commands sent, ASKING too */
+			int			start[RL_MAX_NODES + 1];	/* first slot in batch/got */
+			bool		sent[RL_MAX_NODES + 1];
+			int			nn = 0;
+			int			nb = 0;
+			int			m = 0;
+			bool		pause = false;
+
+			/* Route what has nowhere to go yet; no node: the policy. */
+			for (int i = 0; i < n; i++)
+			{
+				if (!pending[i] || target[i] != NULL)
+					continue;
+				target[i] = rl_cluster_route(slot[i]);
+				if (target[i] == NULL)
+					pending[i] = false;
+				else if (hops[i] == 0)
+					elog(DEBUG1, "ratelimit: key \"%s\" in hash slot %d goes to %s:%d",
+						 cmds[i].argv[keyarg], slot[i],
+						 rl_node_host(target[i]), rl_node_port(target[i]));
+			}
+
+			/*
+			 * One pipeline per node, in the order of each node's first
+			 * command; idx lists the commands node by node.
+			 */
+			for (int i = 0; i < n; i++)
+			{
+				RlNode	   *node;
+
+				if (!pending[i] || target[i] == NULL)
+					continue;
+				node = target[i];
+				nodes[nn] = node;
+				start[nn] = nb;
+				nbatch[nn] = 0;
+				for (int k = i; k < n; k++)
+				{
+					if (!pending[k] || target[k] != node)
+						continue;
+					if (asking[k])
+					{
+						batch[nb].argc = 1;
+						batch[nb].argv = asking_argv;
+						batch[nb++].argvlen = asking_len;
+						nbatch[nn]++;
+					}
+					batch[nb++] = cmds[k];
+					nbatch[nn]++;
+					idx[m++] = k;
+					pending[k] = false;
+					target[k] = NULL;
+				}
+				nn++;
+			}
+			if (nn == 0)
+				break;
+
+			/*
+			 * Every node's pipeline is written before any reply is waited
+			 * for, so the masters work at once and a slow one delays only
+			 * its own keys (within the one deadline).  A command not sent,
+			 * or whose reply never came, is never sent again: the policy
+			 * answers it.
+			 */
+			for (int k = 0; k < nn; k++)
+				sent[k] = rl_node_ready(nodes[k]) &&
+					rl_node_send(nodes[k], batch + start[k], nbatch[k]);
+			rl_conn_flush_wal();
+			for (int k = 0; k < nn; k++)
+			{
+				if (sent[k])
+					sent[k] = rl_node_receive(nodes[k], got + start[k], nbatch[k],
+											  deadline);
+			}
+
+			m = 0;
+			for (int k = 0; k < nn; k++)
+			{
+				RlNode	   *node = nodes[k];
+				int			j = start[k];
+				int			nd = 0;
+
+				for (int c = 0; c < nbatch[k]; m++)
+				{
+					int			i = idx[m];
+					redisReply *r;
+
+					c += asking[i] ? 2 : 1;
+					if (!sent[k])
+					{
+						asking[i] = false;
+						continue;
+					}
+					if (asking[i])
+					{
+						freeReplyObject(got[j]);
+						got[j++] = NULL;
+						asking[i] = false;
+					}
+					r = got[j];
+					got[j++] = NULL;
+					if (rl_cluster_resend(r, node, &cmds[i],
+										  calls != NULL ? &calls[i] : NULL,
+										  numkeys != NULL ? numkeys + 12 * i : NULL,
+										  &tryagain[i], &target[i], &asking[i],
+										  &pause))
+					{
+						freeReplyObject(r);
+						if (++hops[i] <= RL_CLUSTER_MAX_HOPS)
+						{
+							pending[i] = true;
+							continue;
+						}
+						target[i] = NULL;
+						asking[i] = false;
+						rl_conn_set_current(node);
+						rl_conn_failure(true, "too many cluster redirects for hash slot %d",
+										slot[i]);
+						continue;
+					}
+					done[nd] = r;
+					if (calls != NULL)
+						donecalls[nd] = calls[i];
+					doneidx[nd++] = i;
+				}
+				if (!sent[k])
+					continue;
+
+				/* Unavailable: NULL (the policy); misuse: an ERROR. */
+				rl_conn_set_current(node);
+				(void) rl_check_replies(done, nd, calls != NULL ? donecalls : NULL,
+										true);
+				for (int d = 0; d < nd; d++)
+				{
+					replies[doneidx[d]] = done[d];
+					any |= done[d] != NULL;
+					done[d] = NULL;
+				}
+			}
+			if (pause)
+				rl_cluster_pause(10, deadline);
+		}
+	}
+	PG_CATCH();
+	{
+		rl_free_replies(got, 2 * n);
+		rl_free_replies(done, n);
+		rl_free_replies(replies, n);
+		rl_conn_discard_busy();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return any;
+}
+
+/*
  * Runs n script calls in one round trip (plus one more if Redis had lost
  * some scripts).  False means Redis is unavailable for every call and the
  * caller should give the policy answer.  Otherwise replies[] holds one
@@ -323,15 +630,19 @@ rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
 	bool		ok = false;
 	int			left = 0;
 
-	if (!rl_conn_ready())
+	if (!rl_conn_begin())
 		return false;
-
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   rl_command_timeout);
 	cmds = palloc(sizeof(RlCommand) * n);
 	numkeys = palloc(12 * n);
 	for (int i = 0; i < n; i++)
 		rl_build_eval(&cmds[i], &calls[i], false, numkeys + 12 * i);
+	if (rl_redis_mode == RL_MODE_CLUSTER)
+		return rl_run_cluster(cmds, calls, numkeys, n, replies, 3);
+
+	if (!rl_node_ready(rl_standalone_node()))
+		return false;
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   rl_command_timeout);
 	if (!rl_conn_roundtrip(cmds, n, replies, deadline, true))
 		return false;
 
@@ -359,7 +670,11 @@ rl_run_command(RlCommand *cmd, redisReply **reply)
 {
 	TimestampTz deadline;
 
-	if (!rl_conn_ready())
+	if (!rl_conn_begin())
+		return false;
+	if (rl_redis_mode == RL_MODE_CLUSTER)
+		return rl_run_cluster(cmd, NULL, NULL, 1, reply, 1);
+	if (!rl_node_ready(rl_standalone_node()))
 		return false;
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   rl_command_timeout);

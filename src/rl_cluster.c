@@ -1,0 +1,498 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_cluster.c
+ *	  Redis Cluster: hash slots, the slot map and redirects.
+ *
+ * In cluster mode (ratelimit.redis_mode = cluster) every limiter key goes
+ * to the master that serves its hash slot.  A key's slot is the CRC16 of
+ * its hash tag, the part between the first "{" and the next "}"; every key
+ * of the extension is <prefix>{<db oid>:<key>}..., so the keys of one
+ * limiter, and the rules of one layered call, always share a slot.
+ *
+ * The slot map comes from CLUSTER SLOTS, asked of a node this backend is
+ * already connected to, or else of the seeds (ratelimit.redis_nodes, or
+ * redis_host:redis_port when that is empty).  It is fetched on first use
+ * and again, at most every RL_MAP_MIN_INTERVAL_MS, once something showed
+ * it stale: a MOVED reply (whose slot is corrected at once), a READONLY
+ * from a demoted master, or a failed node.  No periodic refresh is
+ * needed: a wrong route costs one MOVED, never a wrong answer.
+ *
+ * This file only routes; the engine that sends commands and follows the
+ * redirects is rl_scripts.c (rl_run_cluster), the links are rl_conn.c's.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_cluster.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "rl_cluster.h"
+
+/* Least time between two fetches of the slot map. */
+#define RL_MAP_MIN_INTERVAL_MS	100
+
+/* The master of each slot, or NULL when no node serves it (or unknown). */
+static RlNode *rl_slot_node[RL_CLUSTER_SLOTS];
+static bool rl_map_loaded = false;
+static bool rl_map_stale = false;
+static TimestampTz rl_map_fetched_at = 0;
+static int	rl_map_masters = 0;
+
+/*
+ * CRC16-XMODEM (polynomial 0x1021, initial value 0), as the cluster
+ * specification's HASH_SLOT uses: CRC16("123456789") is 0x31C3.
+ */
+static uint16
+rl_crc16(const unsigned char *buf, size_t len)
+{
+	uint16		crc = 0;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		crc ^= (uint16) buf[i] << 8;
+		for (int b = 0; b < 8; b++)
+			crc = (crc & 0x8000) ? (uint16) ((crc << 1) ^ 0x1021) : (uint16) (crc << 1);
+	}
+	return crc;
+}
+
+/*
+ * The hash slot of a key: only its hash tag is hashed when it has one (a
+ * "{" followed, after at least one byte, by a "}").
+ */
+int
+rl_key_slot(const char *key, size_t len)
+{
+	const char *open = memchr(key, '{', len);
+
+	if (open != NULL)
+	{
+		size_t		start = open - key + 1;
+		const char *close = memchr(key + start, '}', len - start);
+
+		if (close != NULL && close > key + start)
+			return rl_crc16((const unsigned char *) key + start,
+							close - (key + start)) & (RL_CLUSTER_SLOTS - 1);
+	}
+	return rl_crc16((const unsigned char *) key, len) & (RL_CLUSTER_SLOTS - 1);
+}
+
+/*
+ * Parses a comma-separated list of host:port (an IPv6 address in
+ * brackets), blanks around entries allowed.  With hosts non-NULL, fills
+ * hosts[] (palloc'd) and ports[], at most max.  Returns the number of
+ * entries, or -1 with the reason in "why".  Called by the setting's check
+ * hook, so it must not raise.
+ */
+int
+rl_cluster_parse_nodes(const char *list, char **hosts, int *ports, int max,
+					   char *why, size_t whysize)
+{
+	const char *p = list;
+	int			n = 0;
+
+	while (*p == ' ')
+		p++;
+	if (*p == '\0')
+		return 0;
+	for (;;)
+	{
+		const char *start;
+		const char *end;
+		const char *colon;
+		char	   *endptr;
+		long		port;
+		size_t		hostlen;
+		bool		bracketed;
+
+		while (*p == ' ')
+			p++;
+		start = p;
+		end = p + strcspn(p, ",");
+		while (end > start && end[-1] == ' ')
+			end--;
+		colon = NULL;
+		for (const char *q = start; q < end; q++)
+		{
+			if (*q == ':')
+				colon = q;
+		}
+		if (colon == NULL || colon == start)
+		{
+			snprintf(why, whysize, "Entry \"%.*s\" is not host:port.",
+					 (int) Min(end - start, 100), start);
+			return -1;
+		}
+		port = strtol(colon + 1, &endptr, 10);
+		if (endptr != end || colon + 1 == end || port < 1 || port > 65535)
+		{
+			snprintf(why, whysize, "Entry \"%.*s\" has no port between 1 and 65535.",
+					 (int) Min(end - start, 100), start);
+			return -1;
+		}
+		hostlen = colon - start;
+		bracketed = start[0] == '[';
+		if (bracketed)
+		{
+			if (hostlen < 3 || start[hostlen - 1] != ']')
+			{
+				snprintf(why, whysize, "Entry \"%.*s\" is not [address]:port.",
+						 (int) Min(end - start, 100), start);
+				return -1;
+			}
+			start++;
+			hostlen -= 2;
+		}
+		for (size_t k = 0; k < hostlen; k++)
+		{
+			if (start[k] == ' ' || (start[k] == ':' && !bracketed))
+			{
+				snprintf(why, whysize, "Entry \"%.*s\" is not host:port (an IPv6 address goes in brackets).",
+						 (int) Min(end - start, 100), start);
+				return -1;
+			}
+		}
+		if (hostlen > 255)
+		{
+			snprintf(why, whysize, "A host name in the list is longer than 255 bytes.");
+			return -1;
+		}
+		if (n >= RL_MAX_NODES)
+		{
+			snprintf(why, whysize, "The list has more than %d entries.", RL_MAX_NODES);
+			return -1;
+		}
+		if (hosts != NULL && n < max)
+		{
+			hosts[n] = pnstrdup(start, hostlen);
+			ports[n] = (int) port;
+		}
+		n++;
+		p = end;
+		while (*p == ' ')
+			p++;
+		if (*p == '\0')
+			break;
+		if (*p != ',')
+		{
+			snprintf(why, whysize, "Entries must be separated by commas.");
+			return -1;
+		}
+		p++;
+	}
+	return n;
+}
+
+/*
+ * Asks one node for CLUSTER SLOTS and, on a well-formed answer, makes it
+ * the slot map.  False if the node could not answer (the failure is
+ * recorded on it) or is not a cluster node.
+ */
+static bool
+rl_cluster_fetch(RlNode *node)
+{
+	const char *argv[2] = {"CLUSTER", "SLOTS"};
+	size_t		argvlen[2] = {7, 5};
+	RlCommand	cmd = {2, argv, argvlen};
+	redisReply *reply = NULL;
+	RlNode	  **map;
+	bool		ok;
+	RlNode	   *owners[RL_MAX_NODES + 1];
+	TimestampTz deadline;
+
+	if (!rl_node_ready(node))
+		return false;
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   rl_command_timeout);
+	rl_conn_large_replies(true);
+	PG_TRY();
+	{
+		ok = rl_node_roundtrip(node, &cmd, 1, &reply, deadline, false);
+	}
+	PG_FINALLY();
+	{
+		rl_conn_large_replies(false);
+	}
+	PG_END_TRY();
+	if (!ok)
+		return false;
+
+	if (reply->type == REDIS_REPLY_ERROR)
+	{
+		char		msg[200];
+
+		strlcpy(msg, reply->str, sizeof(msg));
+		freeReplyObject(reply);
+		if (strstr(msg, "cluster support disabled") != NULL)
+			rl_conn_misconfigured("ratelimit.redis_mode",
+								  "the Redis server is not a cluster node: %s", msg);
+		else
+			rl_conn_failure(true, "Redis refused CLUSTER SLOTS: %s", msg);
+		return false;
+	}
+
+	map = palloc0(sizeof(RlNode *) * RL_CLUSTER_SLOTS);
+	ok = reply->type == REDIS_REPLY_ARRAY;
+	for (size_t i = 0; ok && i < reply->elements; i++)
+	{
+		redisReply *range = reply->element[i];
+		redisReply *master;
+		const char *host;
+		RlNode	   *owner;
+		long long	start;
+		long long	end;
+
+		if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 ||
+			range->element[0]->type != REDIS_REPLY_INTEGER ||
+			range->element[1]->type != REDIS_REPLY_INTEGER ||
+			range->element[2]->type != REDIS_REPLY_ARRAY ||
+			range->element[2]->elements < 2 ||
+			range->element[2]->element[0]->type != REDIS_REPLY_STRING ||
+			range->element[2]->element[1]->type != REDIS_REPLY_INTEGER)
+		{
+			ok = false;
+			break;
+		}
+		start = range->element[0]->integer;
+		end = range->element[1]->integer;
+		master = range->element[2];
+		if (start < 0 || end >= RL_CLUSTER_SLOTS || start > end ||
+			master->element[1]->integer < 1 || master->element[1]->integer > 65535)
+		{
+			ok = false;
+			break;
+		}
+		/* No address ("" or "?"): the node we asked, per the spec. */
+		host = master->element[0]->str;
+		if (host[0] == '\0' || strcmp(host, "?") == 0)
+			host = rl_node_host(node);
+		owner = rl_node_lookup(host, (int) master->element[1]->integer);
+		if (owner == NULL)
+		{
+			freeReplyObject(reply);
+			rl_conn_failure(true, "the cluster has more than %d nodes", RL_MAX_NODES);
+			return false;
+		}
+		for (long long s = start; s <= end; s++)
+			map[s] = owner;
+	}
+	freeReplyObject(reply);
+	if (!ok)
+	{
+		rl_conn_drop();
+		rl_conn_failure(false, "unexpected reply from Redis to CLUSTER SLOTS");
+		return false;
+	}
+
+	memcpy(rl_slot_node, map, sizeof(RlNode *) * RL_CLUSTER_SLOTS);
+	pfree(map);
+	rl_map_loaded = true;
+	rl_map_stale = false;
+	rl_map_masters = 0;
+	for (int s = 0; s < RL_CLUSTER_SLOTS; s++)
+	{
+		/* Count distinct owners: at most RL_MAX_NODES, in long runs. */
+		bool		dup = false;
+
+		if (rl_slot_node[s] == NULL || (s > 0 && rl_slot_node[s] == rl_slot_node[s - 1]))
+			continue;
+		for (int t = 0; t < rl_map_masters && !dup; t++)
+			dup = owners[t] == rl_slot_node[s];
+		if (!dup && rl_map_masters < RL_MAX_NODES + 1)
+			owners[rl_map_masters++] = rl_slot_node[s];
+	}
+	elog(DEBUG1, "ratelimit: slot map fetched from %s:%d, %d masters",
+		 rl_node_host(node), rl_node_port(node), rl_map_masters);
+	return true;
+}
+
+/*
+ * Fetches the slot map: first from the nodes of the current map that are
+ * connected and well, then from the seeds.  One connect_timeout covers
+ * the whole search, so a list of dead seeds costs at most that.
+ */
+static void
+rl_cluster_refresh(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz budget = TimestampTzPlusMilliseconds(now, rl_connect_timeout);
+	char	   *hosts[RL_MAX_NODES];
+	int			ports[RL_MAX_NODES];
+	char		why[256];
+	int			n;
+
+	rl_map_fetched_at = now;
+	if (rl_map_loaded)
+	{
+		for (int s = 0; s < RL_CLUSTER_SLOTS; s++)
+		{
+			RlNode	   *node = rl_slot_node[s];
+
+			if (node == NULL || (s > 0 && node == rl_slot_node[s - 1]) ||
+				!rl_node_connected(node) || rl_node_resting(node))
+				continue;
+			if (rl_cluster_fetch(node))
+				return;
+		}
+	}
+
+	if (rl_redis_nodes[0] != '\0')
+		n = rl_cluster_parse_nodes(rl_redis_nodes, hosts, ports, RL_MAX_NODES,
+								   why, sizeof(why));
+	else
+	{
+		hosts[0] = rl_redis_host;
+		ports[0] = rl_redis_port;
+		n = 1;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		RlNode	   *seed = rl_node_lookup(hosts[i], ports[i]);
+
+		if (seed == NULL || rl_node_resting(seed))
+			continue;
+		if (rl_cluster_fetch(seed))
+			return;
+		if (GetCurrentTimestamp() >= budget)
+			break;
+	}
+}
+
+/*
+ * The master that serves a slot, fetching the map first when it is
+ * missing or known stale.  NULL when no node serves the slot: the failure
+ * is then recorded, and the caller gives the policy's answer.
+ */
+RlNode *
+rl_cluster_route(int slot)
+{
+	bool		may_fetch = !rl_map_loaded ||
+		TimestampDifferenceExceeds(rl_map_fetched_at, GetCurrentTimestamp(),
+								   RL_MAP_MIN_INTERVAL_MS);
+	RlNode	   *node;
+
+	if (may_fetch && (!rl_map_loaded || rl_map_stale ||
+					  rl_slot_node[slot] == NULL))
+		rl_cluster_refresh();
+	if (!rl_map_loaded)
+		return NULL;			/* every seed failed; recorded there */
+	node = rl_slot_node[slot];
+	if (node == NULL)
+	{
+		rl_cluster_mark_stale();
+		rl_conn_set_current(rl_standalone_node());	/* the failure's subject */
+		rl_conn_failure(true, "no node of the cluster serves hash slot %d", slot);
+	}
+	return node;
+}
+
+/*
+ * Reads a MOVED or ASK error: "MOVED <slot> <host>:<port>", the host empty
+ * when it is the one the command went to.  NONE for any other error, or
+ * a malformed or unusable redirect (the caller treats it as the error it
+ * is).
+ */
+RlRedirect
+rl_cluster_redirect(const char *err, const RlNode *from, int *slot,
+					RlNode **target)
+{
+	RlRedirect	kind;
+	const char *p;
+	const char *colon;
+	char	   *end;
+	long		s;
+	long		port;
+	char		host[256];
+	size_t		hostlen;
+
+	if (strncmp(err, "MOVED ", 6) == 0)
+	{
+		kind = RL_REDIRECT_MOVED;
+		p = err + 6;
+	}
+	else if (strncmp(err, "ASK ", 4) == 0)
+	{
+		kind = RL_REDIRECT_ASK;
+		p = err + 4;
+	}
+	else
+		return RL_REDIRECT_NONE;
+
+	s = strtol(p, &end, 10);
+	if (end == p || *end != ' ' || s < 0 || s >= RL_CLUSTER_SLOTS)
+		return RL_REDIRECT_NONE;
+	p = end + 1;
+	colon = strrchr(p, ':');
+	if (colon == NULL)
+		return RL_REDIRECT_NONE;
+	port = strtol(colon + 1, &end, 10);
+	if (end == colon + 1 || *end != '\0' || port < 1 || port > 65535)
+		return RL_REDIRECT_NONE;
+	hostlen = colon - p;
+	if (hostlen > 0 && p[0] == '[' && p[hostlen - 1] == ']')
+	{
+		p++;
+		hostlen -= 2;
+	}
+	if (hostlen >= sizeof(host))
+		return RL_REDIRECT_NONE;
+	if (hostlen == 0)
+		strlcpy(host, rl_node_host(from), sizeof(host));
+	else
+	{
+		memcpy(host, p, hostlen);
+		host[hostlen] = '\0';
+	}
+	*target = rl_node_lookup(host, (int) port);
+	if (*target == NULL)
+		return RL_REDIRECT_NONE;
+	*slot = (int) s;
+	return kind;
+}
+
+/* A MOVED: the slot is served elsewhere now, and likely others with it. */
+void
+rl_cluster_moved(int slot, RlNode *node)
+{
+	rl_slot_node[slot] = node;
+	rl_map_stale = true;
+}
+
+/* Something showed the map may be wrong: fetch it before trusting it again. */
+void
+rl_cluster_mark_stale(void)
+{
+	rl_map_stale = true;
+}
+
+/* Forgets the map (its nodes are being forgotten: the settings changed). */
+void
+rl_cluster_reset(void)
+{
+	memset(rl_slot_node, 0, sizeof(rl_slot_node));
+	rl_map_loaded = false;
+	rl_map_stale = false;
+	rl_map_fetched_at = 0;
+	rl_map_masters = 0;
+}
+
+/* "cluster:<seeds> (N masters)" for rl_status(). */
+const char *
+rl_cluster_endpoint(void)
+{
+	static char buf[600];
+
+	if (rl_redis_nodes[0] != '\0')
+		snprintf(buf, sizeof(buf), "cluster:%s", rl_redis_nodes);
+	else
+		snprintf(buf, sizeof(buf), "cluster:%s:%d", rl_redis_host, rl_redis_port);
+	if (rl_map_loaded)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), " (%d masters)",
+				 rl_map_masters);
+	return buf;
+}
