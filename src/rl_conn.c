@@ -760,45 +760,18 @@ bool
 rl_node_roundtrip(RlNode *node, RlCommand *cmds, int n, redisReply **replies,
 				  TimestampTz deadline, bool flush_wal)
 {
-	bool		ok = false;
-
-	rl_cur = node;
-	Assert(node->ctx != NULL && !node->busy);
 	for (int i = 0; i < n; i++)
-	{
 		replies[i] = NULL;
-		if (redisAppendCommandArgv(node->ctx, cmds[i].argc, cmds[i].argv,
-								   cmds[i].argvlen) != REDIS_OK)
-		{
-			rl_conn_failure(false, "could not queue Redis command: %s",
-							node->ctx->errstr);
-			return false;
-		}
-	}
-
-	node->busy = true;
-	PG_TRY();
-	{
-		ok = rl_flush(node, deadline);
-		if (ok && flush_wal)
-			rl_flush_wal_while_waiting();
-		ok = ok && rl_read(node, replies, n, deadline);
-	}
-	PG_CATCH();
-	{
-		rl_free_replies(replies, n);
-		rl_discard(node);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-
-	if (!ok)
-	{
-		rl_free_replies(replies, n);
+	if (!rl_node_send(node, cmds, n))
 		return false;
-	}
-	node->busy = false;
-	return true;
+
+	/*
+	 * An ERROR here leaves the link busy: the next call drops it
+	 * (rl_conn_begin), since its replies were never read.
+	 */
+	if (flush_wal)
+		rl_flush_wal_while_waiting();
+	return rl_node_receive(node, replies, n, deadline);
 }
 
 /*
