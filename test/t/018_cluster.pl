@@ -437,7 +437,16 @@ sub answers
 	return (split(/\|/, $res), time - $t);
 }
 my ($dk, $dp, $dt) = answers(@dead_keys);
-is("$dk|$dp", '0|' . scalar(@dead_keys), 'kill: the dead master\'s keys get the policy\'s answer');
+# On a loaded machine the replica may have taken over (node timeout 1 s)
+# before the check ran; then Redis rightly answers and the point is moot.
+my $victim_port = $victim->port;
+my $taken_over = !grep { $_->[2] == $victim_port } $rc->slot_ranges;
+SKIP:
+{
+	skip 'the replica had already taken over when the keys were checked', 1
+	  if $taken_over && $dk > 0;
+	is("$dk|$dp", '0|' . scalar(@dead_keys), 'kill: the dead master\'s keys get the policy\'s answer');
+}
 my ($lk, $lp, $lt) = answers(@live_keys);
 is("$lk|$lp", scalar(@live_keys) . '|0', 'kill: the other masters\' keys are answered by Redis');
 cmp_ok($dt, '<', 5, 'kill: the dead master\'s keys are answered within the timeouts');
