@@ -547,7 +547,8 @@ sub asan_node
 		  . "PG_LDFLAGS=-fsanitize=address > '$log' 2>&1") == 0
 	  or return (undef, undef, 'the ASan build failed: ' . slurp_file($log));
 	my $so = "$dir/src/ratelimit.so";
-	(my $sql = slurp_file("$dir/src/sql/ratelimit--0.2.0.sql")) =~ s/^\\echo .*$//m;
+	my ($version) = slurp_file("$root/ratelimit.control") =~ /default_version = '([^']+)'/;
+	(my $sql = slurp_file("$dir/src/sql/ratelimit--$version.sql")) =~ s/^\\echo .*$//m;
 	$sql =~ s/MODULE_PATHNAME/$so/g;
 
 	my $anode = PostgreSQL::Test::Cluster->new('c012asan');

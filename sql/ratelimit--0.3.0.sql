@@ -1,0 +1,132 @@
+/* sql/ratelimit--0.3.0.sql */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION ratelimit" to load this file. \quit
+
+-- The answer of every check.
+CREATE TYPE rl_result AS (
+	allowed boolean,
+	remaining bigint,
+	retry_after_ms bigint,
+	reset_after_ms bigint
+);
+
+-- Not STRICT: a NULL argument raises an error instead of returning a NULL
+-- row, which "IF NOT (rl_allow(...)).allowed" would silently let through.
+CREATE FUNCTION rl_allow(key text, algo text, "limit" bigint, "window" interval,
+						 cost bigint DEFAULT 1)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_allow'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_peek(key text, algo text, "limit" bigint, "window" interval)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_peek'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_reset(key text, algo text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_reset'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_status(
+	OUT endpoint text,
+	OUT connected boolean,
+	OUT server_version text,
+	OUT last_error text,
+	OUT last_error_at timestamptz,
+	OUT calls bigint,
+	OUT allowed bigint,
+	OUT denied bigint,
+	OUT fail_open bigint,
+	OUT fail_closed bigint,
+	OUT failures bigint,
+	OUT connects bigint,
+	OUT script_loads bigint,
+	OUT cached bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rl_status'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+
+-- Batches: one row per key, in array order, all checks in one round trip.
+CREATE FUNCTION rl_allow_many(keys text[], algo text, "limit" bigint,
+							  "window" interval, cost bigint DEFAULT 1)
+RETURNS TABLE(key text, allowed boolean, remaining bigint,
+			  retry_after_ms bigint, reset_after_ms bigint)
+AS 'MODULE_PATHNAME', 'rl_allow_many'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+CREATE FUNCTION rl_allow_many(keys text[], algo text, "limit" bigint,
+							  "window" interval, costs bigint[])
+RETURNS TABLE(key text, allowed boolean, remaining bigint,
+			  retry_after_ms bigint, reset_after_ms bigint)
+AS 'MODULE_PATHNAME', 'rl_allow_many'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+-- Layered limits: every rule admits the call, or none is charged.
+CREATE TYPE rl_rule AS (
+	algo text,
+	"limit" bigint,
+	"window" interval
+);
+
+CREATE FUNCTION rl_allow_layered(key text, rules rl_rule[], cost bigint DEFAULT 1)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_allow_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_peek_layered(key text, rules rl_rule[])
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_peek_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_reset_layered(key text, rules rl_rule[])
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_reset_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Triggers: rl_throttle per row (BEFORE INSERT OR UPDATE ... FOR EACH ROW),
+-- rl_throttle_statement per statement (AFTER INSERT OR UPDATE ...
+-- REFERENCING NEW TABLE AS rl_new FOR EACH STATEMENT, or a BEFORE ... FOR
+-- EACH ROW trigger that counts plus an AFTER ... FOR EACH STATEMENT one
+-- that checks, with the same arguments).  Arguments: key columns, algo,
+-- limit, window[, on_deny 'raise' | 'skip'[, cost column]].
+CREATE FUNCTION rl_throttle()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'rl_throttle'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_throttle_statement()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'rl_throttle_statement'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- PostgREST: call from the db-pre-request function.  Denied requests get
+-- HTTP 429 with Retry-After and RateLimit headers.
+CREATE FUNCTION rl_postgrest_guard(algo text, "limit" bigint, "window" interval,
+								   key text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rl_postgrest_guard'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Privileges.  Every function here consumes, reads or resets limiters
+-- that other roles rely on, so none is executable by PUBLIC: whoever may
+-- call rl_allow may spend any key's quota.  The administrator grants
+-- them to the roles that need them (README, "Privileges").  Trigger
+-- functions need EXECUTE only to create a trigger; the trigger then fires
+-- for every role that may write the table.
+REVOKE EXECUTE ON FUNCTION
+	rl_allow(text, text, bigint, interval, bigint),
+	rl_peek(text, text, bigint, interval),
+	rl_reset(text, text),
+	rl_status(),
+	rl_allow_many(text[], text, bigint, interval, bigint),
+	rl_allow_many(text[], text, bigint, interval, bigint[]),
+	rl_allow_layered(text, rl_rule[], bigint),
+	rl_peek_layered(text, rl_rule[]),
+	rl_reset_layered(text, rl_rule[]),
+	rl_throttle(),
+	rl_throttle_statement(),
+	rl_postgrest_guard(text, bigint, interval, text)
+FROM PUBLIC;
