@@ -20,6 +20,7 @@ OBJS = \
 	src/rl_layered.o \
 	src/rl_trigger.o \
 	src/rl_trigger_statement.o \
+	src/rl_trigger_slots.o \
 	src/rl_groups.o \
 	src/rl_postgrest.o
 

@@ -12,7 +12,9 @@
 --   ARGV     pinned clock (us, 0 = Redis TIME), then per rule:
 --            algorithm, limit, window (us), cost;
 --            or, when every rule has the same limiter (a statement):
---            '=', algorithm, limit, window (us), then each rule's cost
+--            '=', algorithm, limit, window (us), then each rule's cost;
+--            '?' instead of '=': the same, but only checked, nothing is
+--            consumed (the first round of a statement over many slots)
 -- Reply: {allowed 0/1, remaining, retry_after_ms, reset_after_ms,
 --         index of the most restrictive rule (1-based)}.
 -- When refused, remaining and reset_after_ms describe the state as it is
@@ -43,7 +45,8 @@ local function rl_layered()
     return v
   end
 
-  local uniform = ARGV[2] == '='
+  local check_only = ARGV[2] == '?'
+  local uniform = ARGV[2] == '=' or check_only
 
   for i = 1, #KEYS do
     local algorithm, limit, window, cost
@@ -82,7 +85,7 @@ local function rl_layered()
       reset = math.max(reset, rl_ms(r[4]))
     end
     for _, r in ipairs(results) do
-      if r[5] then
+      if r[5] and not check_only then
         r[5]()
       end
     end

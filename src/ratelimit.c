@@ -136,7 +136,7 @@ rl_check_many_once(const RlLimiter *limiter, char **keys, int *keylens,
 	if (!rl_run_scripts(calls, m, replies))
 	{
 		for (int j = 0; j < m; j++)
-			rl_policy_answer(&answers[slot[j]]);
+			rl_policy_answer_for(j, m, &answers[slot[j]]);
 		return;
 	}
 	rl_take_answers(replies, m, got);
@@ -304,13 +304,16 @@ rl_reset(PG_FUNCTION_ARGS)
 /*
  * rl_status(): this backend's view of Redis and its counters.  No
  * credentials: the endpoint is host:port (or the socket) and database.
+ * Columns were only ever added at the end (0.3.0: redirects and
+ * map_refreshes), so the caller's row type says how many to fill: the
+ * 0.1.0 and 0.2.0 definitions get their fourteen.
  */
 Datum
 rl_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	desc;
-	Datum		values[14];
-	bool		nulls[14] = {0};
+	Datum		values[16];
+	bool		nulls[16] = {0};
 	const char *version = rl_conn_server_version();
 	TimestampTz error_at;
 	const char *error = rl_conn_last_error(&error_at);
@@ -318,6 +321,9 @@ rl_status(PG_FUNCTION_ARGS)
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	if (desc->natts > lengthof(values))
+		elog(ERROR, "rl_status has %d columns, at most %d expected",
+			 desc->natts, (int) lengthof(values));
 	desc = BlessTupleDesc(desc);
 
 	values[i++] = CStringGetTextDatum(rl_conn_status_endpoint());
@@ -337,5 +343,7 @@ rl_status(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum(rl_counters.connects);
 	values[i++] = Int64GetDatum(rl_counters.script_loads);
 	values[i++] = Int64GetDatum(rl_counters.cached);
+	values[i++] = Int64GetDatum(rl_counters.redirects);
+	values[i++] = Int64GetDatum(rl_counters.map_refreshes);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }

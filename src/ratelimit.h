@@ -130,6 +130,8 @@ typedef struct RlCounters
 	int64		connects;
 	int64		script_loads;
 	int64		cached;			/* denials answered by the deny cache */
+	int64		redirects;		/* cluster MOVED and ASK followed */
+	int64		map_refreshes;	/* cluster slot maps fetched */
 } RlCounters;
 
 extern RlCounters rl_counters;

@@ -22,7 +22,8 @@
  *
  * Waits are kept on the monotonic clock, so a step of the host's wall
  * clock cannot lengthen a cached denial, and the cache is emptied when the
- * Redis endpoint changes: another server's limiters are other limiters.
+ * Redis endpoint changes (host, port, socket, database, redis_mode or the
+ * cluster's redis_nodes): another server's limiters are other limiters.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -75,6 +76,8 @@ static char *rl_cache_host = NULL;
 static char *rl_cache_socket = NULL;
 static int	rl_cache_port = -1;
 static int	rl_cache_db = -1;
+static int	rl_cache_mode = -1;
+static char *rl_cache_nodes = NULL;
 static RlCacheShared *rl_cache_shared = NULL;
 static shmem_request_hook_type rl_prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type rl_prev_shmem_startup_hook = NULL;
@@ -201,7 +204,9 @@ rl_cache_enabled(void)
 	moved = rl_cache_host == NULL ||
 		rl_redis_port != rl_cache_port || rl_redis_db != rl_cache_db ||
 		strcmp(rl_redis_host, rl_cache_host) != 0 ||
-		strcmp(rl_redis_socket, rl_cache_socket) != 0;
+		strcmp(rl_redis_socket, rl_cache_socket) != 0 ||
+		rl_redis_mode != rl_cache_mode ||
+		strcmp(rl_redis_nodes, rl_cache_nodes) != 0;
 	if (resets != rl_cache_resets || moved)
 	{
 		if (rl_cache != NULL)
@@ -214,11 +219,14 @@ rl_cache_enabled(void)
 		{
 			pfree(rl_cache_host);
 			pfree(rl_cache_socket);
+			pfree(rl_cache_nodes);
 		}
 		rl_cache_host = MemoryContextStrdup(TopMemoryContext, rl_redis_host);
 		rl_cache_socket = MemoryContextStrdup(TopMemoryContext, rl_redis_socket);
 		rl_cache_port = rl_redis_port;
 		rl_cache_db = rl_redis_db;
+		rl_cache_mode = rl_redis_mode;
+		rl_cache_nodes = MemoryContextStrdup(TopMemoryContext, rl_redis_nodes);
 	}
 	return true;
 }

@@ -291,6 +291,7 @@ rl_cluster_fetch(RlNode *node)
 
 	memcpy(rl_slot_node, map, sizeof(RlNode *) * RL_CLUSTER_SLOTS);
 	pfree(map);
+	rl_counters.map_refreshes++;
 	rl_map_loaded = true;
 	rl_map_stale = false;
 	rl_map_masters = 0;

@@ -467,6 +467,26 @@ rl_conn_failure(bool keep, const char *fmt,...)
 }
 
 /*
+ * A refusal that concerns some keys, not the node (TRYAGAIN: their slot
+ * is being migrated): recorded like an outage, but the node does not
+ * rest for retry_interval, so its other slots are served meanwhile.
+ */
+void
+rl_conn_slot_failure(const char *fmt,...)
+{
+	va_list		args;
+	char		what[sizeof(rl_last_error)];
+	RlNode	   *node = rl_cur != NULL ? rl_cur : rl_standalone_node();
+	TimestampTz retry_at = node->retry_at;
+
+	va_start(args, fmt);
+	vsnprintf(what, sizeof(what), fmt, args);
+	va_end(args);
+	rl_record_failure(true, NULL, what);
+	node->retry_at = retry_at;
+}
+
+/*
  * A configuration error: the settings named (e.g. "ratelimit.redis_db")
  * are wrong.  The connection is dropped, so that the next attempt, after
  * retry_interval, starts over with whatever the settings are then.

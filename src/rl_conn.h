@@ -55,6 +55,7 @@ extern void rl_conn_large_replies(bool on);
 extern bool rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
 							  TimestampTz deadline, bool flush_wal);
 extern void rl_conn_failure(bool keep, const char *fmt,...) pg_attribute_printf(2, 3);
+extern void rl_conn_slot_failure(const char *fmt,...) pg_attribute_printf(1, 2);
 extern void rl_conn_misconfigured(const char *setting, const char *fmt,...) pg_attribute_printf(2, 3);
 extern const char *rl_reply_setting(const char *reply);
 extern void rl_conn_succeeded(void);

@@ -225,6 +225,7 @@ rl_check_replies(redisReply **replies, int n, const RlScriptCall *calls,
 {
 	char		unavailable[512] = "";
 	const char *setting = NULL;
+	bool		node_wide = false;	/* anything but TRYAGAIN */
 	int			left = 0;
 
 	for (int i = 0; i < n; i++)
@@ -241,6 +242,7 @@ rl_check_replies(redisReply **replies, int n, const RlScriptCall *calls,
 		strlcpy(msg, replies[i]->str, sizeof(msg));
 		if (rl_reply_unavailable(replies[i]))
 		{
+			node_wide |= strncmp(msg, "TRYAGAIN", 8) != 0;
 			if (unavailable[0] == '\0')
 			{
 				strlcpy(unavailable, msg, sizeof(unavailable));
@@ -265,6 +267,8 @@ rl_check_replies(redisReply **replies, int n, const RlScriptCall *calls,
 	 */
 	if (setting != NULL)
 		rl_conn_misconfigured(setting, "%s", unavailable);
+	else if (unavailable[0] != '\0' && !node_wide)
+		rl_conn_slot_failure("%s", unavailable);	/* only those keys */
 	else if (unavailable[0] != '\0')
 		rl_conn_failure(true, "%s", unavailable);
 	else if (healthy)
@@ -324,6 +328,14 @@ rl_resend_missing(RlScriptCall *calls, int n, redisReply **replies,
 }
 
 /*
+ * The node each command of the last rl_run_scripts went to last (NULL in
+ * standalone mode): a policy answer in closed mode tells the wait of the
+ * key's own node, not of whichever node the call touched last.
+ */
+static RlNode **rl_reply_node = NULL;
+static int	rl_reply_nodes = 0;
+
+/*
  * Sleeps ms (or until the deadline), serving interrupts: the pause before
  * a command is sent again after TRYAGAIN.
  */
@@ -362,11 +374,13 @@ rl_cluster_resend(redisReply *r, RlNode *node, RlCommand *cmd,
 			elog(DEBUG1, "ratelimit: MOVED hash slot %d to %s:%d",
 				 slot, rl_node_host(target), rl_node_port(target));
 			rl_cluster_moved(slot, target);
+			rl_counters.redirects++;
 			*to = target;
 			return true;
 		case RL_REDIRECT_ASK:
 			elog(DEBUG1, "ratelimit: ASK hash slot %d at %s:%d",
 				 slot, rl_node_host(target), rl_node_port(target));
+			rl_counters.redirects++;
 			*to = target;
 			*asking = true;
 			return true;
@@ -428,29 +442,19 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 	RlScriptCall *donecalls = palloc(sizeof(RlScriptCall) * n);
 	bool		any = false;
 
+	rl_reply_node = palloc0(sizeof(RlNode *) * n);
+	rl_reply_nodes = n;
+
+	/*
+	 * A command's keys share one slot: a limiter's keys share its tag, and
+	 * the statement trigger sends one script per slot (rl_trigger_slots.c).
+	 * Any other would get CROSSSLOT, an ERROR like any misuse.
+	 */
 	for (int i = 0; i < n; i++)
 	{
-		int			nkeys = calls != NULL ? calls[i].nkeys : cmds[i].argc - keyarg;
-
 		replies[i] = NULL;
 		pending[i] = true;
 		slot[i] = rl_key_slot(cmds[i].argv[keyarg], cmds[i].argvlen[keyarg]);
-
-		/*
-		 * One limiter's keys share a tag, so only a statement trigger's
-		 * keys (one script for many limiters) can span slots, which Redis
-		 * would refuse (CROSSSLOT).  Refused before anything is sent.
-		 */
-		for (int k = 1; k < nkeys; k++)
-		{
-			if (rl_key_slot(cmds[i].argv[keyarg + k],
-							cmds[i].argvlen[keyarg + k]) != slot[i])
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("rl_throttle_statement does not support Redis Cluster yet"),
-						 errdetail("The statement's limiter keys are in several hash slots, which one script cannot reach."),
-						 errhint("Use rl_throttle (one check per row) with ratelimit.redis_mode = cluster.")));
-		}
 	}
 
 	PG_TRY();
@@ -507,6 +511,7 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 					}
 					batch[nb++] = cmds[k];
 					nbatch[nn]++;
+					rl_reply_node[k] = node;
 					idx[m++] = k;
 					pending[k] = false;
 					target[k] = NULL;
@@ -630,6 +635,8 @@ rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
 	bool		ok = false;
 	int			left = 0;
 
+	rl_reply_node = NULL;
+	rl_reply_nodes = 0;
 	if (!rl_conn_begin())
 		return false;
 	cmds = palloc(sizeof(RlCommand) * n);
@@ -670,6 +677,8 @@ rl_run_command(RlCommand *cmd, redisReply **reply)
 {
 	TimestampTz deadline;
 
+	rl_reply_node = NULL;
+	rl_reply_nodes = 0;
 	if (!rl_conn_begin())
 		return false;
 	if (rl_redis_mode == RL_MODE_CLUSTER)
@@ -681,6 +690,18 @@ rl_run_command(RlCommand *cmd, redisReply **reply)
 	if (!rl_conn_roundtrip(cmd, 1, reply, deadline, true))
 		return false;
 	return rl_check_replies(reply, 1, NULL, true) > 0;
+}
+
+/*
+ * The policy's answer for call i of the n of the last rl_run_scripts,
+ * with the wait (closed mode) of the node that call went to.
+ */
+void
+rl_policy_answer_for(int i, int n, RlAnswer *answer)
+{
+	if (rl_reply_nodes == n && rl_reply_node[i] != NULL)
+		rl_conn_set_current(rl_reply_node[i]);
+	rl_policy_answer(answer);
 }
 
 /* A script's reply {allowed, remaining, retry_after_ms, reset_after_ms}. */
@@ -732,6 +753,6 @@ rl_take_answers(redisReply **replies, int n, RlAnswer *answers)
 	for (int i = 0; i < n; i++)
 	{
 		if (!answers[i].known)
-			rl_policy_answer(&answers[i]);
+			rl_policy_answer_for(i, n, &answers[i]);
 	}
 }

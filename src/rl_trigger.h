@@ -89,6 +89,11 @@ extern void rl_trigger_raise(RlTriggerConf *conf, const char *detail,
 extern void rl_trigger_denied(RlTriggerConf *conf, const char *desc,
 							  const RlAnswer *answer) pg_attribute_noreturn();
 
+/* rl_trigger_slots.c: a statement's keys against a Redis Cluster */
+extern void rl_check_slots(RlTriggerConf *conf, RlGroup **list,
+						   const int *which, char **keys, const int64 *costs,
+						   int n, int chunk);
+
 extern RlTriggerConf *rl_trigger_conf_copy(const RlTriggerConf *conf,
 										   MemoryContext cxt);
 extern void rl_trigger_check_table(const char *trigger, Relation rel,

@@ -12,8 +12,9 @@
  * otherwise every key's cost is consumed.  More keys are checked 64 at
  * a time, so that no script blocks Redis for long; a refusal then leaves
  * the chunks checked before it consumed (see rl_check_groups).  A script
- * touches all of its keys, so they must all live on one Redis node (no
- * Redis Cluster).
+ * touches all of its keys, so against a Redis Cluster the keys are
+ * checked one script per hash slot, in a check round and then a consume
+ * round (rl_trigger_slots.c).
  *
  * It comes in two forms, with the same arguments as rl_throttle
  * (rl_trigger.c), except that a statement cannot skip rows:
@@ -467,6 +468,13 @@ rl_check_groups(RlTriggerConf *conf, RlGroups *groups)
 		costs[n] = list[i]->cost;
 		which[n] = i;
 		n++;
+	}
+
+	/* A cluster: one script per hash slot, in two rounds (rl_trigger_slots.c). */
+	if (rl_redis_mode == RL_MODE_CLUSTER)
+	{
+		rl_check_slots(conf, list, which, keys, costs, n, RL_STATEMENT_CHUNK);
+		return;
 	}
 
 	for (int start = 0; start < n; start += RL_STATEMENT_CHUNK)

@@ -70,6 +70,31 @@ for my $old (grep { $_ ne $current } @versions)
 		't', "$old + UPDATE: a call goes through");
 }
 
+# rl_status gained OUT columns in 0.3.0 (cluster counters), so the update
+# drops and creates it again: a grant an administrator made on it survives,
+# and pg_dump still writes it out (it stays the administrator's, not the
+# extension's initial privilege).  The new library serves the old,
+# shorter definition too.
+$node->safe_psql('postgres', 'CREATE ROLE regress_rl_monitor');
+$node->safe_psql('postgres', 'CREATE DATABASE grants');
+$node->safe_psql('grants', q{CREATE EXTENSION ratelimit VERSION '0.2.0';
+GRANT EXECUTE ON FUNCTION rl_status() TO regress_rl_monitor});
+is($node->safe_psql('grants', 'SELECT count(*) FROM rl_status() s, row_to_json(s) j, json_object_keys(j)'),
+	'14', '0.2.0\'s rl_status (14 columns) is served by the new library');
+$node->safe_psql('grants', 'ALTER EXTENSION ratelimit UPDATE');
+is($node->safe_psql('grants',
+		"SELECT has_function_privilege('regress_rl_monitor', 'rl_status()', 'EXECUTE'), "
+		  . "has_function_privilege('public', 'rl_status()', 'EXECUTE')"),
+	't|f', 'update: the grant on rl_status survives, PUBLIC still may not');
+is($node->safe_psql('grants',
+		"SET ROLE regress_rl_monitor; SELECT redirects, map_refreshes FROM rl_status()"),
+	'0|0', 'update: the monitoring role reads the new counters');
+like($node->safe_psql_dump('grants'),
+	qr/GRANT ALL ON FUNCTION public\.rl_status\(.*\) TO regress_rl_monitor;/,
+	'update: pg_dump still writes the administrator\'s grant');
+$node->safe_psql('postgres', 'DROP DATABASE grants');
+$node->safe_psql('postgres', 'DROP ROLE regress_rl_monitor');
+
 done_testing();
 
 # pg_dump of one database as text, without the lines that differ between
