@@ -22,7 +22,8 @@
  * key's hash slot, and the replies that prove a command did not run are
  * followed, in the same call: MOVED (resend where it says, and fix the
  * slot map), ASK (ASKING and the command, once, to the node it names),
- * TRYAGAIN (the same node after 10 ms, at most 3 times), NOSCRIPT (as
+ * TRYAGAIN (the same node after 10 ms, at most 3 times; then the policy
+ * answers those keys, and the node goes on serving the others), NOSCRIPT (as
  * EVAL) and READONLY (a demoted master: fetch the map, resend), at most
  * RL_CLUSTER_MAX_HOPS times per command.  A command whose reply never
  * came (timeout, cancel, broken link) is never sent again: its node's link
@@ -216,7 +217,9 @@ rl_build_eval(RlCommand *cmd, RlScriptCall *call, bool by_text, char *numkeys)
  * Looks through replies for errors.  A call Redis refused as unavailable
  * (BUSY, OOM, READONLY ...) loses its reply (NULL: the caller gives it the
  * policy's answer) and the failure is recorded once; the other calls keep
- * theirs, since Redis applied them.  Misuse raises an ERROR, after freeing
+ * theirs, since Redis applied them.  A TRYAGAIN (a slot mid-migration,
+ * once its retries are spent) is recorded without resting the node: it
+ * concerns those keys only.  Misuse raises an ERROR, after freeing
  * every reply.  Returns the number of replies left.
  */
 static int

@@ -381,5 +381,11 @@ info "COPY time: plain / rl_throttle_statement, row + statement" \
 	"${R[copy 100000 rows, no trigger]}" "${R[copy 100000 rows, rl_throttle_statement, row + statement]}"
 ratio "rl_allow with Redis down / SELECT 1, c=1" \
 	"${R[rl_allow redis down c=1]}" "${R[select1 c=1 beside the down case]}" 0.8
+# The Redis Cluster cases (test/bench/cluster.sh, runnable alone); its
+# rows and ratios go to the same results file.
+if [ "${RL_BENCH_CLUSTER:-1}" = 1 ]; then
+	echo
+	RL_BENCH_OUT=$OUT RL_BENCH_NO_SETUP=1 bash "$HERE/cluster.sh"
+fi
 echo
 echo "results: $OUT"

@@ -14,6 +14,9 @@
 # Redis up and again with Redis stopped (fail open): its resident memory
 # must not grow between the second and third run, nor its open file
 # descriptors while Redis is down.
+#
+# Last, a short cluster phase: the same load over a 3-master Redis
+# Cluster with a CLUSTER FAILOVER midway, counted exactly once per call.
 
 use strict;
 use warnings;
@@ -25,6 +28,7 @@ use Time::HiRes qw(time usleep);
 use IPC::Run;
 
 use RLRedis qw(rl_node rl_session rl_run rl_wait_for fact fault_mark fault_done);
+use RLCluster;
 
 my $secs = $ENV{RL_SOAK_SECONDS} // 30;
 my $clients = 64;
@@ -241,6 +245,68 @@ sub three_runs
 		  . '%.2f us per call, open fds %d -> %d', join(' / ', @$rss), $growth,
 		$secs->[2] * 1e6 / 100000, $fd0, $fd1));
 	fault_done('Redis stopped under 300000 calls (memory, fds)', $mark);
+}
+
+# The cluster phase: the same load, shorter, against a 3-master Redis
+# Cluster (RLCluster.pm), with a coordinated CLUSTER FAILOVER in its
+# middle.  Every call must be answered by Redis (no policy answer, as
+# above), and the masters together, old and promoted, must have run
+# exactly one script per call: the lost-or-doubled count of check.sh's
+# summary.
+{
+	my $csecs = $ENV{RL_SOAK_CLUSTER_SECONDS} // 8;
+	my $cclients = 16;
+	my $cl = RLCluster->new(name => 'c07_');
+	my $seeds = $cl->seeds;
+	$_->cli('CONFIG', 'RESETSTAT') for $cl->nodes;
+	my @cfiles;
+	for my $algo (qw(fixed_window gcra sliding_counter))
+	{
+		my $file = $node->basedir . "/csoak_$algo.sql";
+		PostgreSQL::Test::Utils::append_to_file($file, qq{\\set k random(1, 1000)
+SELECT 1 / (remaining IS NOT NULL)::int
+FROM rl_allow('csoak:' || :k, '$algo', 3, '$window{$algo}');
+});
+		push @cfiles, '-f', "$file\@1";
+	}
+	my ($cout, $cerr) = ('', '');
+	my $mark = fault_mark();
+	my $cb;
+	{
+		local $ENV{PGOPTIONS} = '-c ratelimit.deny_cache=off -c ratelimit.redis_mode=cluster '
+		  . "-c ratelimit.redis_nodes=$seeds";
+		$cb = IPC::Run::start [
+			'pgbench', '-n', '-M', 'prepared', '-c', $cclients, '-j', 2, '-T', $csecs,
+			@cfiles, '-h', $node->host, '-p', $node->port, 'postgres'
+		  ],
+		  '<', \undef, '>', \$cout, '2>', \$cerr;
+	}
+	usleep(1_000_000 * $csecs / 2);
+	my $promoted = $cl->failover(($cl->masters)[0]);
+	$cb->finish;
+	my $crc = $? >> 8;
+	my ($cproc) = $cout =~ /actually processed: (\d+)/;
+	$cproc //= 0;
+	my $cruns = 0;
+	for my $n ($cl->alive)
+	{
+		for my $cmd (qw(evalsha eval))
+		{
+			my $st = $n->cmdstat($cmd);
+			$cruns += $st->{calls} - $st->{failed_calls};
+		}
+	}
+	is($crc, 0, 'cluster phase: pgbench exit code 0, no policy answer') or diag $cerr;
+	ok($cproc > 0, "cluster phase: $cproc calls");
+	is($cruns, $cproc, 'cluster phase: the masters ran exactly one script per call, across the fail-over');
+	note "cluster phase: $cclients clients, $csecs s, $cproc calls, $cruns script runs, "
+	  . 'fail-over to ' . $promoted->port;
+	fact('figure.007', sprintf('soak, cluster phase: pgbench -c %d -T %d over 3 masters with a '
+		  . 'CLUSTER FAILOVER midway: %d calls, %d script runs', $cclients, $csecs, $cproc, $cruns));
+	fact('calls.007', $cproc);
+	fact('count_checks.007', $cproc);
+	fact('miscounted.007', abs($cruns - $cproc));
+	fault_done('cluster fail-over during the soak', $mark);
 }
 
 $m->quit;
