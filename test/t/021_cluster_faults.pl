@@ -111,6 +111,12 @@ like($se, qr/author\)=\(st7\)/, 'statement: the refusal names the key over its l
 is(scalar(grep { count_of(trigger_key('st', 'author', $_)) == 3 } @st), 30,
 	'statement: the refused statement charged no key on any master (check round)');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM st'), '90', 'statement: its rows are gone');
+($sr, $so, $se) = $node->psql('postgres',
+	"SET ratelimit.enforce = off;\nINSERT INTO st SELECT 'st' || k FROM generate_series(1, 30) k "
+	  . "UNION ALL SELECT 'st7' FROM generate_series(1, 7)");
+is($sr, 0, 'statement: shadow mode lets the statement through') or diag($se);
+is(scalar(grep { count_of(trigger_key('st', 'author', $_)) == 3 } @st), 30,
+	'statement: shadow mode charged no key either (the check round refused)');
 
 # Racing statements: 8 sessions insert one row for each of 8 keys (in 8
 # slots) per statement, 25 statements each, against a limit of 60.  A
