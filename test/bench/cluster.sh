@@ -6,6 +6,7 @@
 # (test/bench/run.sh runs it last):
 #
 #   bash test/bench/cluster.sh                     # RL_BENCH_SECONDS=6 per case
+#   RL_BENCH_CLUSTER_CASES=split bash test/bench/cluster.sh   # only the per-master split
 #
 # Against throwaway servers it starts: a standalone Redis, a one-master
 # cluster (one node owning every slot) and a three-master cluster (no
@@ -26,6 +27,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/servers.sh"
 
 SECS=${RL_BENCH_SECONDS:-6}
+CASES=${RL_BENCH_CLUSTER_CASES:-ratios split}
 BASE=${RL_BENCH_CLUSTER_PORT:-6391}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$HERE/results"
@@ -116,27 +118,32 @@ script many <<< "SELECT count(*) FROM rl_allow_many(ARRAY(SELECT 'm' || g || ':'
 # slices each, so drift on a shared machine hits both alike.
 slice=$(( (SECS + 2) / 3 + 1 ))
 declare -A S
+case " $CASES " in *" ratios "*) ;; *) slice=0 ;; esac
 for _ in 1 2 3 4 5; do
+	[ "$slice" = 0 ] && break
 	S[sa]+="$(tps tb-hot 1 "$slice" "$OFF") "
 	S[c1]+="$(tps tb-hot 1 "$slice" "$C1") "
 	S[many1]+="$(tps many 1 "$slice" "$C1") "
 	S[many3]+="$(tps many 1 "$slice" "$C3") "
 done
-record "rl_allow token_bucket hot c=1 standalone" "$(m "${S[sa]}")" tps
-record "rl_allow token_bucket hot c=1 one-master cluster" "$(m "${S[c1]}")" tps
-record "rl_allow_many 1000 keys c=1 one master" "$(( $(m "${S[many1]}") * 1000 ))" checks/s
-record "rl_allow_many 1000 keys c=1 three masters" "$(( $(m "${S[many3]}") * 1000 ))" checks/s
+if [ "$slice" != 0 ]; then
+	record "rl_allow token_bucket hot c=1 standalone" "$(m "${S[sa]}")" tps
+	record "rl_allow token_bucket hot c=1 one-master cluster" "$(m "${S[c1]}")" tps
+	record "rl_allow_many 1000 keys c=1 one master" "$(( $(m "${S[many1]}") * 1000 ))" checks/s
+	record "rl_allow_many 1000 keys c=1 three masters" "$(( $(m "${S[many3]}") * 1000 ))" checks/s
+fi
 
 # Per-master work for 3000 random keys (one rl_allow each), measured.
+case " $CASES " in *" split "*)
 for p in $THREE $((THREE + 1)) $((THREE + 2)); do redis-cli -p "$p" CONFIG RESETSTAT >/dev/null; done
 rl_as_owner env PGOPTIONS="$C3" "$RL_PGBIN/psql" -X -q -h "$RL_TMP" -p "$PG" -U postgres -d postgres \
-	-c "SELECT count(*) FROM generate_series(1, 3000) g, rl_allow('w' || md5(random()::text), 'fixed_window', 10, '1 hour')" >/dev/null
+	-c "SELECT count(*) FROM generate_series(1, 3000) g, rl_allow('w' || g || ':' || random(), 'fixed_window', 10, '1 hour')" >/dev/null
 proj=0
 split=""
 for p in $THREE $((THREE + 1)) $((THREE + 2)); do
 	line=$(redis-cli -p "$p" INFO commandstats | tr -d '\r' | grep '^cmdstat_evalsha:')
-	calls=$(echo "$line" | sed 's/.*calls=\([0-9]*\).*/\1/')
-	usec=$(echo "$line" | sed 's/.*usec_per_call=\([0-9.]*\).*/\1/')
+	calls=$(echo "$line" | sed 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/')
+	usec=$(echo "$line" | sed 's/.*,usec_per_call=\([0-9.]*\).*/\1/')
 	record "measured: calls on master $p for 3000 random keys" "$calls" calls
 	record "measured: usec_per_call on master $p" "$usec" us
 	split="$split${split:+ / }$calls"
@@ -144,8 +151,10 @@ for p in $THREE $((THREE + 1)) $((THREE + 2)); do
 done
 record "projection: script capacity, one core per master (sum of 1e6/usec_per_call)" "$proj" calls/s
 echo "  measured split of 3000 random keys over the three masters: $split"
+;; esac
 
 echo
+[ "$slice" = 0 ] && { echo "results: $OUT"; exit 0; }
 echo "Cluster targets (ratios within this run)"
 ratio "rl_allow c=1: one-master cluster / standalone" \
 	"${R[rl_allow token_bucket hot c=1 one-master cluster]}" "${R[rl_allow token_bucket hot c=1 standalone]}" 0.95
