@@ -232,6 +232,7 @@ fact('miscounted.021', abs($hot_n - 300));
 my @work = map { $_->cmdstat('evalsha')->{calls} - $calls0{ $_->port } } @masters;
 is(scalar(grep { $_ > 100 } @work), 3, "counts: every master did its share (evalsha calls @work)");
 fact('cluster_32_sessions_calls_per_master.021', join('/', @work));
+fact('clients.021', 32);
 
 # 3. Redirects under load.  A session of our own keeps its counters.
 my $sess = rl_session($node);
