@@ -39,7 +39,9 @@
 /*
  * Distinct keys per statement.  rl_trigger_statement.c checks them 64
  * per script run, so no script blocks Redis for long; the cap bounds the
- * round trips (157) and the memory one statement takes.
+ * round trips (157; against a cluster, one script per hash slot, 1000
+ * scripts per round trip, two rounds: 20) and the memory one statement
+ * takes.
  */
 #define RL_MAX_STATEMENT_KEYS	10000
 
