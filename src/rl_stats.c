@@ -128,6 +128,7 @@ RlCounters *rl_my_counters = NULL;
 static HTAB *rl_pending = NULL;
 static uint64 rl_pending_generation = 0;
 static TimestampTz rl_last_flush = 0;
+static RlLimiterEntry *rl_pending_last = NULL;	/* the last one counted */
 
 static void rl_stats_flush(TimestampTz now);
 
@@ -352,18 +353,21 @@ rl_pending_drop(void)
 	if (rl_pending != NULL)
 		hash_destroy(rl_pending);
 	rl_pending = NULL;
+	rl_pending_last = NULL;
 }
 
 /*
  * Counts a denial of one limiter, named by its Redis key (which holds the
  * database, key and algorithm) for rl_stats_limiters.  Local: the shared
- * table sees it at the next flush.
+ * table sees it at the next flush.  A flood on one key (the case that
+ * matters) takes the fast path: the same entry as the last denial, no
+ * hashing.  The time is the statement's start, which costs no clock read.
  */
 void
 rl_stats_denied(const char *redis_key, RlAlgorithm algorithm)
 {
 	RlLimiterKey k;
-	RlLimiterEntry *e;
+	RlLimiterEntry *e = rl_pending_last;
 	bool		found;
 	TimestampTz now;
 	uint64		generation;
@@ -386,20 +390,26 @@ rl_stats_denied(const char *redis_key, RlAlgorithm algorithm)
 		rl_pending = hash_create("ratelimit pending denials", 64, &info,
 								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 		rl_pending_generation = generation;
+		e = NULL;
 	}
-	memset(&k, 0, sizeof(k));
-	memcpy(k.key, redis_key,
-		   pg_mbcliplen(redis_key, strlen(redis_key), RL_STATS_KEY_BYTES - 1));
-	k.algorithm = algorithm;
-	e = hash_search(rl_pending, &k, HASH_ENTER, &found);
-	if (!found)
-		e->denied = 0;
+	if (e == NULL || e->k.algorithm != algorithm ||
+		strcmp(e->k.key, redis_key) != 0)
+	{
+		memset(&k, 0, sizeof(k));
+		memcpy(k.key, redis_key,
+			   pg_mbcliplen(redis_key, strlen(redis_key), RL_STATS_KEY_BYTES - 1));
+		k.algorithm = algorithm;
+		e = hash_search(rl_pending, &k, HASH_ENTER, &found);
+		if (!found)
+			e->denied = 0;
+		rl_pending_last = e;
+	}
 	e->denied++;
-	now = GetCurrentTimestamp();
+	now = GetCurrentStatementStartTimestamp();
 	e->last_denied = now;
 	if (hash_get_num_entries(rl_pending) >= rl_stats_max_limiters ||
 		TimestampDifferenceExceeds(rl_last_flush, now, RL_STATS_FLUSH_MS))
-		rl_stats_flush(now);
+		rl_stats_flush(GetCurrentTimestamp());
 }
 
 /* Orders entries least-denied first, the older first among equals. */

@@ -8,8 +8,9 @@
 # hot key lose no denial in the limiter table.  The table holds at most
 # ratelimit.stats_max_limiters entries, the most denied on top, the least
 # denied evicted.  A Redis stalled for 200 ms shows in the round-trip
-# percentiles.  Keys are shown to pg_monitor members, hidden from a role
-# granted the view alone; only a superuser resets.
+# percentiles, a timed-out call as a "timeout" failure.  Keys are shown
+# to pg_monitor members, hidden from a role granted the view alone; only a
+# superuser resets.
 
 use strict;
 use warnings;
@@ -171,6 +172,17 @@ ok($st->{rtt_p50_ms} > 0 && $st->{rtt_p50_ms} < $st->{rtt_p999_ms},
 my ($slow) = rl_run($admin,
 	'SELECT sum(round_trips) FROM rl_stats_rtt WHERE upper_us > 200000 OR upper_us IS NULL');
 ok($slow >= 1, "the histogram holds the slow round trip ($slow)");
+
+# A call that times out (command_timeout 300 ms): one failure, "timeout".
+my $t = rl_session($node);
+rl_run($t, flood_sql('to', 10, 1));
+$redis->stall;
+my ($late) = rl_run($t, flood_sql('to', 10, 1));
+$redis->resume;
+$t->quit;
+is($late, '1|0', 'a timed-out call gets the open policy');
+$st = stats();
+is("$st->{failures}/$st->{failures_timeout}", '1/1', 'the failure is counted as a timeout');
 
 # 6. Key names by role.
 $node->safe_psql('postgres', q{
