@@ -127,6 +127,8 @@ is("$ok/$no", '50/750', 'c=8 on one key: 50 admitted, 750 denied');
 ok(defined others_gone(), 'the eight backends exited');
 $st = stats();
 is("$st->{calls}/$st->{allowed}/$st->{denied}", '800/50/750', 'server totals exact at c=8');
+ok($st->{cached} >= 742 && $st->{cached} <= 750,
+	"deny-cache answers: all but each backend's first denial ($st->{cached})");
 ($lim) = rl_run($admin,
 	"SELECT denied FROM rl_stats_limiters WHERE key LIKE '%:hot}:fixed_window'");
 is($lim, 750, 'the hot key holds all 750 denials');
