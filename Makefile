@@ -14,6 +14,7 @@ OBJS = \
 	src/rl_args.o \
 	src/rl_cache.o \
 	src/rl_stats.o \
+	src/rl_stats_limiters.o \
 	src/rl_conn.o \
 	src/rl_cluster.o \
 	src/rl_scripts.o \

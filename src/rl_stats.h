@@ -25,4 +25,13 @@ extern void rl_stats_rtt_start(instr_time *start);
 extern void rl_stats_rtt_end(const instr_time *start);
 extern void rl_stats_denied(const char *redis_key, RlAlgorithm algorithm);
 
+/* Between rl_stats.c and rl_stats_limiters.c */
+extern void rl_stats_require(void);
+extern bool rl_stats_have_slot(void);
+extern void rl_stats_limiters_request(void);
+extern void rl_stats_limiters_startup(void);
+extern void rl_stats_limiters_attach(void);
+extern void rl_stats_limiters_counts(int64 *entries, int64 *evicted);
+extern void rl_stats_limiters_reset(void);
+
 #endif							/* RL_STATS_H */
