@@ -13,6 +13,8 @@ OBJS = \
 	src/rl_guc.o \
 	src/rl_args.o \
 	src/rl_cache.o \
+	src/rl_stats.o \
+	src/rl_stats_limiters.o \
 	src/rl_conn.o \
 	src/rl_cluster.o \
 	src/rl_scripts.o \
@@ -34,7 +36,7 @@ SHLIB_LINK += -lhiredis
 
 # pg_regress suites; each needs a Redis server reachable through the
 # settings in the server's configuration (test/check.sh provides both).
-REGRESS = basic algorithms errors settings shadow batch layered triggers postgrest examples
+REGRESS = basic algorithms errors settings shadow stats batch layered triggers postgrest examples
 REGRESS_OPTS = --load-extension=ratelimit
 
 LUA_SCRIPTS = $(wildcard lua/*.lua)

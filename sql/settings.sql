@@ -56,13 +56,16 @@ INSERT INTO rl_settings VALUES
 	('ratelimit.isolate_databases', 'off'),
 	('ratelimit.deny_cache', 'off'),
 	('ratelimit.enforce', 'off'),
+	('ratelimit.stats', 'off'),
+	('ratelimit.stats_max_limiters', '20'),
 	('ratelimit.trusted_proxy_hops', '3'),
 	('ratelimit.ipv6_prefix', '48'),
 	('ratelimit.test_clock_ms', '1');
 GRANT SELECT ON rl_settings TO PUBLIC;
 
--- The list is complete: 19 settings in pg_settings, all superuser-only,
--- plus the password, which is never listed.
+-- The list is complete: 21 settings in pg_settings, all superuser-only but
+-- ratelimit.stats_max_limiters (fixed at server start), plus the password,
+-- which is never listed.
 SELECT count(*) AS listed,
 	   count(*) FILTER (WHERE context = 'superuser') AS superuser_only,
 	   count(*) FILTER (WHERE name IN (SELECT name FROM rl_settings)) AS tried

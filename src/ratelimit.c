@@ -25,6 +25,7 @@
 
 #include "rl_cache.h"
 #include "rl_scripts.h"
+#include "rl_stats.h"
 #include "rl_trigger.h"
 
 PG_MODULE_MAGIC;
@@ -52,6 +53,7 @@ _PG_init(void)
 	if (rl_preloaded)
 	{
 		rl_cache_init();
+		rl_stats_init();
 		rl_trigger_hooks_init();
 	}
 }
@@ -71,6 +73,7 @@ rl_apply_enforce(RlAnswer *answers, int n)
 	{
 		if (!answers[i].allowed)
 		{
+			rl_counters.shadow_denied++;
 			answers[i].allowed = true;
 			answers[i].retry_after_ms = 0;
 		}
@@ -120,6 +123,7 @@ rl_check_many_once(const RlLimiter *limiter, char **keys, int *keylens,
 		{
 			rl_counters.cached++;
 			rl_counters.denied++;
+			rl_stats_denied(rkey, limiter->algorithm);
 			continue;
 		}
 		rl_script_call_init(call, limiter->algorithm, 1, 5);
@@ -152,6 +156,7 @@ rl_check_many_once(const RlLimiter *limiter, char **keys, int *keylens,
 		else
 		{
 			rl_counters.denied++;
+			rl_stats_denied(calls[j].params[0], limiter->algorithm);
 			rl_cache_remember(calls[j].params[0], limiter, costs[i], &got[j],
 							  epoch);
 		}
@@ -318,6 +323,7 @@ rl_status(PG_FUNCTION_ARGS)
 	TimestampTz error_at;
 	const char *error = rl_conn_last_error(&error_at);
 	int			i = 0;
+	RlCounters	mine;
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
@@ -325,6 +331,7 @@ rl_status(PG_FUNCTION_ARGS)
 		elog(ERROR, "rl_status has %d columns, at most %d expected",
 			 desc->natts, (int) lengthof(values));
 	desc = BlessTupleDesc(desc);
+	rl_stats_backend_counters(&mine);
 
 	values[i++] = CStringGetTextDatum(rl_conn_status_endpoint());
 	values[i++] = BoolGetDatum(rl_conn_connected());
@@ -334,16 +341,16 @@ rl_status(PG_FUNCTION_ARGS)
 	values[i++] = error ? CStringGetTextDatum(error) : (Datum) 0;
 	nulls[i] = error == NULL;
 	values[i++] = TimestampTzGetDatum(error_at);
-	values[i++] = Int64GetDatum(rl_counters.calls);
-	values[i++] = Int64GetDatum(rl_counters.allowed);
-	values[i++] = Int64GetDatum(rl_counters.denied);
-	values[i++] = Int64GetDatum(rl_counters.fail_open);
-	values[i++] = Int64GetDatum(rl_counters.fail_closed);
-	values[i++] = Int64GetDatum(rl_counters.failures);
-	values[i++] = Int64GetDatum(rl_counters.connects);
-	values[i++] = Int64GetDatum(rl_counters.script_loads);
-	values[i++] = Int64GetDatum(rl_counters.cached);
-	values[i++] = Int64GetDatum(rl_counters.redirects);
-	values[i++] = Int64GetDatum(rl_counters.map_refreshes);
+	values[i++] = Int64GetDatum(mine.calls);
+	values[i++] = Int64GetDatum(mine.allowed);
+	values[i++] = Int64GetDatum(mine.denied);
+	values[i++] = Int64GetDatum(mine.fail_open);
+	values[i++] = Int64GetDatum(mine.fail_closed);
+	values[i++] = Int64GetDatum(mine.failures);
+	values[i++] = Int64GetDatum(mine.connects);
+	values[i++] = Int64GetDatum(mine.script_loads);
+	values[i++] = Int64GetDatum(mine.cached);
+	values[i++] = Int64GetDatum(mine.redirects);
+	values[i++] = Int64GetDatum(mine.map_refreshes);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }

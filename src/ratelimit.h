@@ -100,6 +100,8 @@ extern int	rl_retry_interval;
 extern char *rl_key_prefix;
 extern bool rl_isolate_databases;
 extern bool rl_enforce;
+extern bool rl_stats_enabled;
+extern int	rl_stats_max_limiters;
 extern int	rl_trusted_proxy_hops;
 extern int	rl_ipv6_prefix;
 extern double rl_test_clock_ms;
@@ -118,7 +120,28 @@ extern const char *rl_clock_arg(void);
 extern void rl_require_args(FunctionCallInfo fcinfo, int nargs);
 extern Datum *rl_array_elements(ArrayType *arr, const char *what, int *n);
 
-/* rl_conn.c: counters this backend keeps for rl_status() */
+/*
+ * Failures by reason (rl_stats.failures_*): one of a small fixed set,
+ * read from the failure's own message by rl_stats_failure.
+ */
+typedef enum RlFailReason
+{
+	RL_FAILED_TIMEOUT,			/* no reply (or connection) in time */
+	RL_FAILED_CONNECT,			/* the connection could not be opened */
+	RL_FAILED_REFUSED,			/* Redis refused the connection (AUTH, max clients) */
+	RL_FAILED_MISCONFIGURED,	/* a setting is wrong (password, database ...) */
+	RL_FAILED_PROTOCOL,			/* a reply no command of ours can have */
+	RL_FAILED_LOST,				/* the link broke mid-call */
+	RL_FAILED_UNAVAILABLE,		/* Redis answered but cannot serve (BUSY, LOADING ...) */
+	RL_NUM_FAIL_REASONS
+} RlFailReason;
+
+/*
+ * Counters of calls and of Redis work.  Every field is an int64 (rl_stats.c
+ * sums them as an array).  They live in this backend's slot in shared
+ * memory (rl_stats.c), written only by this backend, so that rl_stats can
+ * sum every backend's; rl_status() shows what this backend added.
+ */
 typedef struct RlCounters
 {
 	int64		calls;
@@ -130,11 +153,26 @@ typedef struct RlCounters
 	int64		connects;
 	int64		script_loads;
 	int64		cached;			/* denials answered by the deny cache */
+	int64		shadow_denied;	/* denials let through (ratelimit.enforce off) */
 	int64		redirects;		/* cluster MOVED and ASK followed */
 	int64		map_refreshes;	/* cluster slot maps fetched */
+	int64		failed[RL_NUM_FAIL_REASONS];	/* failures by reason */
 } RlCounters;
 
-extern RlCounters rl_counters;
+/* rl_stats.c: the backend's slot, found on first use. */
+extern RlCounters *rl_my_counters;
+extern void rl_stats_attach(void);
+
+static inline RlCounters *
+rl_counters_ptr(void)
+{
+	if (unlikely(rl_my_counters == NULL))
+		rl_stats_attach();
+	return rl_my_counters;
+}
+
+#define rl_counters (*rl_counters_ptr())
+
 extern void rl_require_preload(void);
 
 /* ratelimit.c */

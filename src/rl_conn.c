@@ -49,6 +49,7 @@
 
 #include "rl_cluster.h"
 #include "rl_conn.h"
+#include "rl_stats.h"
 
 /* Time between two WARNINGs about an unavailable Redis, per backend. */
 #define RL_WARNING_INTERVAL_MS	60000
@@ -90,6 +91,7 @@ struct RlNode
 	TimestampTz last_warning;
 	int64		unwarned;
 	char		server_version[32];
+	instr_time	sent_at;		/* the round trip out, for rl_stats_rtt */
 };
 
 /* Every node this backend knows; [0] is the standalone node. */
@@ -109,8 +111,6 @@ static char *rl_conn_signature = NULL;
 static char rl_last_error[256] = "";
 static TimestampTz rl_last_error_at = 0;
 static bool rl_exit_registered = false;
-
-RlCounters	rl_counters;
 
 /* hiredis's reply builders, with arrays bounded (see RL_MAX_REPLY_ELEMENTS). */
 static redisReplyObjectFunctions rl_reply_functions;
@@ -424,6 +424,7 @@ rl_record_failure(bool keep, const char *setting, const char *what)
 		strlcpy(rl_last_error, what, sizeof(rl_last_error));
 	rl_last_error_at = now;
 	rl_counters.failures++;
+	rl_stats_failure(setting, what);
 	node->retry_at = TimestampTzPlusMilliseconds(now, rl_retry_interval);
 	if (!keep)
 		rl_discard(node);
@@ -808,6 +809,7 @@ rl_node_send(RlNode *node, RlCommand *cmds, int n)
 
 	rl_cur = node;
 	Assert(node->ctx != NULL && !node->busy);
+	rl_stats_rtt_start(&node->sent_at);
 	for (int i = 0; i < n; i++)
 	{
 		if (redisAppendCommandArgv(node->ctx, cmds[i].argc, cmds[i].argv,
@@ -859,6 +861,7 @@ rl_node_receive(RlNode *node, redisReply **replies, int n,
 		return false;
 	}
 	node->busy = false;
+	rl_stats_rtt_end(&node->sent_at);
 	return true;
 }
 

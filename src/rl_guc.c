@@ -42,6 +42,8 @@ int			rl_failure_mode = RL_FAIL_OPEN;
 int			rl_retry_interval = 1000;
 char	   *rl_key_prefix = NULL;
 bool		rl_enforce = true;
+bool		rl_stats_enabled = true;
+int			rl_stats_max_limiters = 1000;
 bool		rl_isolate_databases = true;
 int			rl_trusted_proxy_hops = 1;
 int			rl_ipv6_prefix = 64;
@@ -358,6 +360,30 @@ rl_define_settings(void)
 							 NULL,
 							 NULL,
 							 NULL);
+
+	DefineCustomBoolVariable("ratelimit.stats",
+							 "Times Redis round trips and counts denials per limiter for the server-wide statistics.",
+							 "The counters of rl_stats and rl_status() are kept either way; off leaves rl_stats_rtt and rl_stats_limiters unchanged.",
+							 &rl_stats_enabled,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL,
+							 NULL,
+							 NULL);
+
+	DefineCustomIntVariable("ratelimit.stats_max_limiters",
+							"Number of limiters rl_stats_limiters keeps.",
+							"When the table is full, the 5% of limiters with the fewest denials are dropped to make room.",
+							&rl_stats_max_limiters,
+							1000,
+							10,
+							100000,
+							PGC_POSTMASTER,
+							0,
+							NULL,
+							NULL,
+							NULL);
 
 	DefineCustomRealVariable("ratelimit.test_clock_ms",
 							 "Pins the limiter clock, in milliseconds since the Unix epoch (tests only).",

@@ -29,6 +29,7 @@
 
 #include "rl_cache.h"
 #include "rl_scripts.h"
+#include "rl_stats.h"
 
 /* Rules per layered call: enough for any policy, small enough to read. */
 #define RL_MAX_RULES	16
@@ -77,6 +78,7 @@ rl_check_rules_once(char **redis_keys, const RlLimiter *limiters,
 	{
 		rl_counters.cached++;
 		rl_counters.denied++;
+		rl_stats_denied(redis_keys[0], limiters[0].algorithm);
 		return 0;
 	}
 
@@ -142,6 +144,7 @@ rl_check_rules_once(char **redis_keys, const RlLimiter *limiters,
 	else
 	{
 		rl_counters.denied++;
+		rl_stats_denied(redis_keys[tightest], limiters[tightest].algorithm);
 		if (n == 1)
 			rl_cache_remember(redis_keys[0], &limiters[0], costs[0], answer,
 							  epoch);

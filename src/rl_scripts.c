@@ -374,16 +374,16 @@ rl_cluster_resend(redisReply *r, RlNode *node, RlCommand *cmd,
 	switch (rl_cluster_redirect(r->str, node, &slot, &target))
 	{
 		case RL_REDIRECT_MOVED:
+			rl_counters.redirects++;
 			elog(DEBUG1, "ratelimit: MOVED hash slot %d to %s:%d",
 				 slot, rl_node_host(target), rl_node_port(target));
 			rl_cluster_moved(slot, target);
-			rl_counters.redirects++;
 			*to = target;
 			return true;
 		case RL_REDIRECT_ASK:
+			rl_counters.redirects++;
 			elog(DEBUG1, "ratelimit: ASK hash slot %d at %s:%d",
 				 slot, rl_node_host(target), rl_node_port(target));
-			rl_counters.redirects++;
 			*to = target;
 			*asking = true;
 			return true;

@@ -461,6 +461,7 @@ rl_check_groups(RlTriggerConf *conf, RlGroups *groups)
 			/* Shadow mode: a key no window can admit (rl_group_too_big). */
 			rl_counters.calls++;
 			rl_counters.denied++;
+			rl_counters.shadow_denied++;
 			continue;
 		}
 		keys[n] = rl_trigger_redis_key(conf, list[i]->key);

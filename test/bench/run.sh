@@ -8,6 +8,7 @@
 #
 #   bash test/bench/run.sh                       # RL_BENCH_SECONDS=6 per case
 #   RL_BENCH_SECONDS=2 bash test/bench/run.sh    # a quick look
+#   RL_BENCH_ONLY=stats bash test/bench/run.sh   # only section 10
 #
 # Each pgbench figure is the median of its one-second progress reports
 # (the first second left out); latencies are timed call by call by
@@ -54,6 +55,9 @@ median() {
 		printf "%.0f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# m "n n n": median of a space-separated list.
+m() { echo "$1" | tr ' ' '\n' | grep . | median; }
+
 # script NAME < text: a pgbench script file the postgres user can read.
 script() {
 	cat > "$W/$1.sql"
@@ -87,8 +91,76 @@ UNIX="-c ratelimit.redis_socket=$SOCK"
 # answer most calls on a hot key without asking Redis.
 OFF="-c ratelimit.deny_cache=off"
 
+# ratio LABEL NUMERATOR DENOMINATOR TARGET: met when NUMERATOR / DENOMINATOR >= TARGET.
+ratio() {
+	awk -v l="$1" -v n="$2" -v d="$3" -v t="$4" -v out="$OUT" 'BEGIN {
+		r = (d > 0) ? n / d : 0
+		v = (r >= t) ? "met" : "MISSED"
+		printf "  %-66s %6.2f  (>= %s)  %s\n", l, r, t, v
+		printf "ratio %s\t%.3f\t%s\n", l, r, v >> out
+	}'
+}
+# info LABEL NUMERATOR DENOMINATOR: a ratio shown for comparison, not a target.
+info() {
+	awk -v l="$1" -v n="$2" -v d="$3" -v out="$OUT" 'BEGIN {
+		r = (d > 0) ? n / d : 0
+		printf "  %-66s %6.2f  (for comparison)\n", l, r
+		printf "ratio %s\t%.3f\tinfo\n", l, r >> out
+	}'
+}
+# Server-wide statistics (ratelimit.stats) on against off, on the hot
+# key at c=8: with the deny cache on (default; almost every call a denial
+# counted for rl_stats_limiters) and off (every call a timed round trip).
+# Eleven rounds, each one slice on and one off (the order alternating), so
+# drift on a shared machine hits both alike; the ratio is the median of
+# the eleven rounds' on/off ratios.
+stats_section() {
+	echo "10. Server-wide statistics on vs off, hot key c=8 (11 rounds of on/off slices)"
+	script tb-hot <<< "SELECT allowed FROM rl_allow('hot', 'token_bucket', 100, '1 second');"
+	local slice=$(( (SECS + 2) / 3 + 1 )) mode round order case opts
+	declare -A T V
+	for round in $(seq 11); do
+		order="on off"
+		[ $((round % 2)) = 0 ] && order="off on"
+		for case in cache nocache; do
+			opts=""
+			[ $case = nocache ] && opts="$OFF"
+			for mode in $order; do
+				V[$mode]=$(tps tb-hot 8 "$slice" "$opts -c ratelimit.stats=$mode")
+				T[$case-$mode]+="${V[$mode]} "
+			done
+			T[$case-ratio]+="$(awk -v a="${V[on]}" -v b="${V[off]}" 'BEGIN { printf "%.4f", (b > 0) ? a / b : 0 }') "
+		done
+	done
+	for mode in on off; do
+		record "rl_allow hot c=8 default, stats $mode" "$(m "${T[cache-$mode]}")" tps
+		record "rl_allow hot c=8 deny cache off, stats $mode" "$(m "${T[nocache-$mode]}")" tps
+	done
+	echo "   per-round on/off ratios: default ${T[cache-ratio]}; deny cache off ${T[nocache-ratio]}"
+	R[stats ratio default]=$(echo "${T[cache-ratio]}" | tr ' ' '\n' | grep . | sort -n | sed -n 6p)
+	R[stats ratio nocache]=$(echo "${T[nocache-ratio]}" | tr ' ' '\n' | grep . | sort -n | sed -n 6p)
+}
+
+stats_ratios() {
+	ratio "rl_allow hot c=8 default: stats on / off (median of 11 rounds)" \
+		"${R[stats ratio default]}" 1 0.97
+	ratio "rl_allow hot c=8 deny cache off: stats on / off (median of 11 rounds)" \
+		"${R[stats ratio nocache]}" 1 0.97
+}
+
 echo "ratelimit benchmark $STAMP: $(nproc) cores, $SECS s per case"
 printf 'case\tvalue\tunit\n' > "$OUT"
+
+# RL_BENCH_ONLY=stats: only the statistics case and its ratios.
+if [ "${RL_BENCH_ONLY:-}" = stats ]; then
+	stats_section
+	echo
+	echo "Targets (ratios within this run)"
+	stats_ratios
+	echo
+	echo "results: $OUT"
+	exit 0
+fi
 
 echo "1. Floors and ceilings, and rl_allow at c=1 beside them (5 interleaved slices)"
 gcc -O2 -I"$RL_ROOT/src" -o "$W/hb" "$HERE/rl_hiredis_bench.c" -lhiredis || exit 1
@@ -103,7 +175,6 @@ for _ in 1 2 3 4 5; do
 	S[rl]+="$(tps tb-hot 1 "$slice" "$OFF") "
 	S[rlu]+="$(tps tb-hot 1 "$slice" "$OFF $UNIX") "
 done
-m() { echo "$1" | tr ' ' '\n' | grep . | median; }
 record "select1 c=1" "$(m "${S[select1]}")" tps
 record "hiredis sync tcp hot" "$(m "${S[hsync]}")" calls/s
 record "hiredis sync unix hot" "$(m "${S[hsyncu]}")" calls/s
@@ -325,25 +396,10 @@ for c in 1 8; do
 	record "latency rl_allow token_bucket hot c=$c p99.9" "$p999" ms
 done
 
+stats_section
+
 echo
 echo "Targets (ratios within this run)"
-# ratio LABEL NUMERATOR DENOMINATOR TARGET: met when NUMERATOR / DENOMINATOR >= TARGET.
-ratio() {
-	awk -v l="$1" -v n="$2" -v d="$3" -v t="$4" -v out="$OUT" 'BEGIN {
-		r = (d > 0) ? n / d : 0
-		v = (r >= t) ? "met" : "MISSED"
-		printf "  %-66s %6.2f  (>= %s)  %s\n", l, r, t, v
-		printf "ratio %s\t%.3f\t%s\n", l, r, v >> out
-	}'
-}
-# info LABEL NUMERATOR DENOMINATOR: a ratio shown for comparison, not a target.
-info() {
-	awk -v l="$1" -v n="$2" -v d="$3" -v out="$OUT" 'BEGIN {
-		r = (d > 0) ? n / d : 0
-		printf "  %-66s %6.2f  (for comparison)\n", l, r
-		printf "ratio %s\t%.3f\tinfo\n", l, r >> out
-	}'
-}
 ceil() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", 1 / (1 / a + 1 / b) }'; }
 tcp_ceiling=$(ceil "${R[select1 c=1]}" "${R[hiredis sync tcp hot]}")
 unix_ceiling=$(ceil "${R[select1 c=1]}" "${R[hiredis sync unix hot]}")
@@ -381,6 +437,7 @@ info "COPY time: plain / rl_throttle_statement, row + statement" \
 	"${R[copy 100000 rows, no trigger]}" "${R[copy 100000 rows, rl_throttle_statement, row + statement]}"
 ratio "rl_allow with Redis down / SELECT 1, c=1" \
 	"${R[rl_allow redis down c=1]}" "${R[select1 c=1 beside the down case]}" 0.8
+stats_ratios
 # The Redis Cluster cases (test/bench/cluster.sh, runnable alone); its
 # rows and ratios go to the same results file.
 if [ "${RL_BENCH_CLUSTER:-1}" = 1 ]; then

@@ -1,0 +1,37 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_stats.h
+ *	  Server-wide statistics: per-backend counters in shared memory, the
+ *	  Redis round-trip histogram and the limiters denying most.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_stats.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RL_STATS_H
+#define RL_STATS_H
+
+#include "portability/instr_time.h"
+
+#include "ratelimit.h"
+
+extern void rl_stats_init(void);
+extern void rl_stats_backend_counters(RlCounters *out);
+extern void rl_stats_failure(const char *setting, const char *what);
+extern void rl_stats_rtt_start(instr_time *start);
+extern void rl_stats_rtt_end(const instr_time *start);
+extern void rl_stats_denied(const char *redis_key, RlAlgorithm algorithm);
+
+/* Between rl_stats.c and rl_stats_limiters.c */
+extern void rl_stats_require(void);
+extern bool rl_stats_have_slot(void);
+extern void rl_stats_limiters_request(void);
+extern void rl_stats_limiters_startup(void);
+extern void rl_stats_limiters_attach(void);
+extern void rl_stats_limiters_counts(int64 *entries, int64 *evicted);
+extern void rl_stats_limiters_reset(void);
+
+#endif							/* RL_STATS_H */
