@@ -15,6 +15,7 @@ OBJS = \
 	src/rl_cache.o \
 	src/rl_conn.o \
 	src/rl_cluster.o \
+	src/rl_sentinel.o \
 	src/rl_scripts.o \
 	src/rl_batch.o \
 	src/rl_layered.o \
