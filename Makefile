@@ -17,6 +17,7 @@ OBJS = \
 	src/rl_stats_limiters.o \
 	src/rl_conn.o \
 	src/rl_cluster.o \
+	src/rl_sentinel.o \
 	src/rl_scripts.o \
 	src/rl_batch.o \
 	src/rl_layered.o \

@@ -48,6 +48,10 @@ INSERT INTO rl_settings VALUES
 	('ratelimit.redis_username', 'someone'),
 	('ratelimit.redis_password', 'secret'),
 	('ratelimit.redis_password_file', '/tmp/redis.pw'),
+	('ratelimit.sentinel_master', 'other'),
+	('ratelimit.sentinel_username', 'someone'),
+	('ratelimit.sentinel_password', 'secret'),
+	('ratelimit.sentinel_check_interval', '0'),
 	('ratelimit.connect_timeout', '1'),
 	('ratelimit.command_timeout', '1'),
 	('ratelimit.failure_mode', 'open'),
@@ -63,9 +67,9 @@ INSERT INTO rl_settings VALUES
 	('ratelimit.test_clock_ms', '1');
 GRANT SELECT ON rl_settings TO PUBLIC;
 
--- The list is complete: 21 settings in pg_settings, all superuser-only but
--- ratelimit.stats_max_limiters (fixed at server start), plus the password,
--- which is never listed.
+-- The list is complete: every ratelimit setting in pg_settings is
+-- superuser-only but ratelimit.stats_max_limiters (fixed at server start),
+-- plus the two passwords (Redis's, the Sentinels'), which are never listed.
 SELECT count(*) AS listed,
 	   count(*) FILTER (WHERE context = 'superuser') AS superuser_only,
 	   count(*) FILTER (WHERE name IN (SELECT name FROM rl_settings)) AS tried
@@ -97,8 +101,9 @@ SELECT current_setting('ratelimit.failure_mode') AS failure_mode,
 SHOW ratelimit.redis_password;
 \echo :LAST_ERROR_SQLSTATE
 SELECT try($$SELECT current_setting('ratelimit.redis_password')$$);
+SELECT try($$SELECT current_setting('ratelimit.sentinel_password')$$);
 SELECT count(*) AS listed FROM pg_settings
-WHERE name = 'ratelimit.redis_password';
+WHERE name IN ('ratelimit.redis_password', 'ratelimit.sentinel_password');
 SELECT count(*) AS listed FROM pg_settings WHERE name LIKE 'ratelimit.%';
 
 -- The prefix is reserved: no placeholder can be made under it.
@@ -139,21 +144,26 @@ SELECT current_setting('ratelimit.redis_password') AS unset;
 SET ratelimit.redis_password = 'Settings-Secret-5521';
 SHOW ratelimit.redis_password;
 SELECT current_setting('ratelimit.redis_password') AS superuser;
+SELECT current_setting('ratelimit.sentinel_password') AS sentinel_unset;
+SET ratelimit.sentinel_password = 'Settings-Sentinel-Secret-8830';
+SHOW ratelimit.sentinel_password;
 CREATE ROLE regress_rl_settings_reader NOSUPERUSER IN ROLE pg_read_all_settings;
 SET ROLE regress_rl_settings_reader;
 SHOW ratelimit.redis_password;
 SELECT current_setting('ratelimit.redis_password') AS reader,
 	   current_setting('ratelimit.redis_password', true) AS reader_missing_ok;
+SELECT current_setting('ratelimit.sentinel_password') AS sentinel_reader;
 SELECT count(*) AS listed FROM pg_settings
-WHERE name = 'ratelimit.redis_password';
+WHERE name IN ('ratelimit.redis_password', 'ratelimit.sentinel_password');
 SELECT count(*) AS listed FROM pg_show_all_settings()
-WHERE name = 'ratelimit.redis_password';
+WHERE name IN ('ratelimit.redis_password', 'ratelimit.sentinel_password');
 -- The path of the password file is no secret: it is listed.
 SELECT name, setting, context FROM pg_settings
 WHERE name = 'ratelimit.redis_password_file';
 RESET ROLE;
 DROP ROLE regress_rl_settings_reader;
 RESET ratelimit.redis_password;
+RESET ratelimit.sentinel_password;
 SELECT count(*) AS listed FROM pg_settings
 WHERE name = 'ratelimit.redis_password';
 SET ratelimit.typo = 1;
@@ -273,13 +283,22 @@ RESET ratelimit.retry_interval;
 
 -- Settings that cannot work together are configuration errors, answered
 -- by the failure policy with a WARNING that names the setting to fix; no
--- Redis round trip is made.  Sentinel is accepted by the setting but not
--- supported yet.  (Port 1: the WARNINGs name the endpoint.)
+-- Redis round trip is made.  Sentinel mode needs the Sentinels listed,
+-- and has no use for a socket.  (Port 1: the WARNINGs name the endpoint.)
 SELECT failures AS failures0 FROM rl_status() \gset
 SET ratelimit.redis_port = 1;
 SET ratelimit.redis_mode = sentinel;
 SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
 SELECT endpoint, last_error FROM rl_status();
+SET ratelimit.redis_nodes = '127.0.0.1:1';
+SET ratelimit.redis_socket = '/tmp/redis.sock';
+SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
+SELECT endpoint, last_error FROM rl_status();
+RESET ratelimit.redis_socket;
+-- No Sentinel listens on port 1: an outage, not a configuration error.
+SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
+SELECT endpoint, connected, last_error FROM rl_status();
+RESET ratelimit.redis_nodes;
 SET ratelimit.redis_mode = cluster;
 SET ratelimit.redis_db = 1;
 SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');

@@ -51,6 +51,8 @@
 #include "rl_conn.h"
 #include "rl_stats.h"
 
+#include "rl_sentinel.h"
+
 /* Time between two WARNINGs about an unavailable Redis, per backend. */
 #define RL_WARNING_INTERVAL_MS	60000
 
@@ -92,6 +94,10 @@ struct RlNode
 	int64		unwarned;
 	char		server_version[32];
 	instr_time	sent_at;		/* the round trip out, for rl_stats_rtt */
+
+	bool		sentinel;		/* a Redis Sentinel, asked for the master */
+	const char *sentinel_setting;	/* its last failure, kept quiet: */
+	char		sentinel_error[200];	/* rl_sentinel.c reports the sum */
 };
 
 /* Every node this backend knows; [0] is the standalone node. */
@@ -220,6 +226,50 @@ rl_node_lookup(const char *host, int port)
 	return rl_nodes[rl_num_nodes++];
 }
 
+/*
+ * A Sentinel at host:port (ratelimit.redis_nodes in sentinel mode), kept
+ * in the registry with the cluster nodes, which that mode does not use.
+ */
+RlNode *
+rl_sentinel_lookup(const char *host, int port)
+{
+	RlNode	   *node = rl_node_lookup(host, port);
+
+	if (node != NULL)
+		node->sentinel = true;
+	return node;
+}
+
+/*
+ * Points the standalone node at the master the Sentinels named (NULL: back
+ * to redis_host/redis_port).  A new address drops the old link, which is
+ * idle between calls, and forgets the old server's retry interval.
+ */
+void
+rl_node_set_address(RlNode *node, const char *host, int port)
+{
+	if (node->host == NULL ? host == NULL :
+		(host != NULL && node->port == port && strcmp(node->host, host) == 0))
+		return;
+	rl_discard(node);
+	if (node->host != NULL)
+		pfree(node->host);
+	node->host = host != NULL ? MemoryContextStrdup(TopMemoryContext, host) : NULL;
+	node->port = port;
+	node->retry_at = 0;
+}
+
+/*
+ * The last failure on a Sentinel node (NULL if none), and the setting it
+ * points at (NULL for an outage).
+ */
+const char *
+rl_node_failure(const RlNode *node, const char **setting)
+{
+	*setting = node->sentinel_setting;
+	return node->sentinel_error[0] != '\0' ? node->sentinel_error : NULL;
+}
+
 /* Forgets every cluster node (their links are already closed). */
 static void
 rl_forget_cluster_nodes(void)
@@ -286,13 +336,18 @@ static char *
 rl_signature(void)
 {
 	uint64		pw_hash;
+	uint64		sentinel_pw_hash;
 
 	pw_hash = hash_bytes_extended((const unsigned char *) rl_redis_password,
 								  strlen(rl_redis_password), 0);
-	return psprintf("%s\n%d\n%s\n%d\n%s\n%s\n" UINT64_FORMAT "\n%d\n%s",
+	sentinel_pw_hash =
+		hash_bytes_extended((const unsigned char *) rl_sentinel_password,
+							strlen(rl_sentinel_password), 0);
+	return psprintf("%s\n%d\n%s\n%d\n%s\n%s\n" UINT64_FORMAT "\n%d\n%s\n%s\n%s\n" UINT64_FORMAT,
 					rl_redis_host, rl_redis_port, rl_redis_socket, rl_redis_db,
 					rl_redis_username, rl_redis_password_file, pw_hash,
-					rl_redis_mode, rl_redis_nodes);
+					rl_redis_mode, rl_redis_nodes, rl_sentinel_master,
+					rl_sentinel_username, sentinel_pw_hash);
 }
 
 /*
@@ -313,6 +368,19 @@ rl_password(char *buf, size_t size, char *why, size_t whysize)
 	ssize_t		n;
 	size_t		len;
 
+	/* A Sentinel has its own credentials (rl_connect readies rl_cur). */
+	if (rl_cur != NULL && rl_cur->sentinel)
+	{
+		if (strlen(rl_sentinel_password) > size - 2)
+		{
+			snprintf(why, whysize,
+					 "ratelimit.sentinel_password is longer than %d bytes",
+					 (int) size - 2);
+			return false;
+		}
+		strlcpy(buf, rl_sentinel_password, size);
+		return true;
+	}
 	if (path[0] == '\0')
 	{
 		if (strlen(rl_redis_password) > size - 2)
@@ -417,6 +485,22 @@ rl_record_failure(bool keep, const char *setting, const char *what)
 	TimestampTz now = GetCurrentTimestamp();
 	RlNode	   *node = rl_cur != NULL ? rl_cur : rl_standalone_node();
 
+	/*
+	 * One Sentinel failing is no outage while another answers: it only
+	 * rests, and rl_sentinel.c reports what all of them said, once.
+	 */
+	if (node->sentinel)
+	{
+		node->sentinel_setting = setting;
+		strlcpy(node->sentinel_error, what, sizeof(node->sentinel_error));
+		node->retry_at = TimestampTzPlusMilliseconds(now, rl_retry_interval);
+		if (!keep)
+			rl_discard(node);
+		return;
+	}
+	if (rl_redis_mode == RL_MODE_SENTINEL)
+		rl_sentinel_mark_stale();	/* ask again before using a master */
+
 	if (setting != NULL)
 		snprintf(rl_last_error, sizeof(rl_last_error),
 				 "misconfigured (%s): %s", setting, what);
@@ -511,6 +595,8 @@ rl_conn_misconfigured(const char *setting, const char *fmt,...)
 const char *
 rl_reply_setting(const char *reply)
 {
+	if (rl_cur != NULL && rl_cur->sentinel)
+		return rl_sentinel_reply_setting(reply);
 	if (strncmp(reply, "WRONGPASS", 9) == 0 ||
 		strncmp(reply, "ERR invalid password", 20) == 0 ||
 		strncmp(reply, "ERR AUTH", 8) == 0 ||
@@ -1069,14 +1155,14 @@ rl_connect(RlNode *node)
 		int			k = 0;
 
 		argv[n][k++] = "AUTH";
-		if (rl_redis_username[0] != '\0')
-			argv[n][k++] = rl_redis_username;
+		if ((node->sentinel ? rl_sentinel_username : rl_redis_username)[0] != '\0')
+			argv[n][k++] = node->sentinel ? rl_sentinel_username : rl_redis_username;
 		argv[n][k++] = password;
 		cmds[n].argc = k;
 		n++;
 	}
 	/* A cluster has only database 0 (rl_conn_begin checked it is so). */
-	if (rl_redis_db != 0 && node->host == NULL)
+	if (rl_redis_db != 0 && !node->sentinel && rl_redis_mode != RL_MODE_CLUSTER)
 	{
 		snprintf(db, sizeof(db), "%d", rl_redis_db);
 		argv[n][0] = "SELECT";
@@ -1226,6 +1312,8 @@ rl_conn_begin(void)
 	{
 		rl_discard_all();
 		rl_forget_cluster_nodes();
+		rl_node_set_address(rl_nodes[0], NULL, 0);
+		rl_sentinel_reset();
 		rl_nodes[0]->retry_at = 0;
 		if (rl_conn_signature != NULL)
 			pfree(rl_conn_signature);
@@ -1238,11 +1326,7 @@ rl_conn_begin(void)
 	 * by the policy (and named in the WARNING) like a wrong password.
 	 */
 	if (rl_redis_mode == RL_MODE_SENTINEL)
-	{
-		rl_conn_misconfigured("ratelimit.redis_mode",
-							  "Redis Sentinel is not supported yet; set ratelimit.redis_mode to \"standalone\" or \"cluster\"");
-		return false;
-	}
+		return rl_sentinel_check();
 	if (rl_redis_mode == RL_MODE_CLUSTER && rl_redis_db != 0)
 	{
 		rl_conn_misconfigured("ratelimit.redis_db",
@@ -1274,7 +1358,13 @@ rl_node_ready(RlNode *node)
 	if (node->ctx != NULL && rl_link_is_stale(node))
 		rl_discard(node);
 	if (node->ctx == NULL)
-		return rl_connect(node);
+	{
+		if (!rl_connect(node))
+			return false;
+		/* A master the Sentinels named must say it is one (ROLE). */
+		if (rl_redis_mode == RL_MODE_SENTINEL && node == rl_nodes[0])
+			return rl_sentinel_confirm_role(node);
+	}
 	return true;
 }
 
@@ -1340,6 +1430,8 @@ rl_conn_drop(void)
 bool
 rl_conn_connected(void)
 {
+	if (rl_redis_mode == RL_MODE_SENTINEL)
+		return rl_num_nodes > 0 && rl_nodes[0]->ctx != NULL;
 	for (int i = 0; i < rl_num_nodes; i++)
 	{
 		if (rl_nodes[i]->ctx != NULL)
@@ -1358,7 +1450,7 @@ rl_conn_status_endpoint(void)
 	if (rl_redis_mode == RL_MODE_CLUSTER)
 		return rl_cluster_endpoint();
 	if (rl_redis_mode == RL_MODE_SENTINEL)
-		return "sentinel (not supported yet)";
+		return rl_sentinel_endpoint();
 	return rl_conn_endpoint();
 }
 
@@ -1376,6 +1468,8 @@ rl_conn_endpoint(void)
 		snprintf(buf, sizeof(buf), "%s:%d", rl_cur->host, rl_cur->port);
 		return buf;
 	}
+	if (rl_redis_mode == RL_MODE_SENTINEL)
+		return rl_sentinel_endpoint();
 	if (rl_redis_socket[0] != '\0')
 		snprintf(buf, sizeof(buf), "unix:%s", rl_redis_socket);
 	else

@@ -52,6 +52,9 @@ extern const char *rl_node_host(const RlNode *node);
 extern int	rl_node_port(const RlNode *node);
 extern void rl_conn_set_current(RlNode *node);
 extern void rl_conn_large_replies(bool on);
+extern RlNode *rl_sentinel_lookup(const char *host, int port);
+extern void rl_node_set_address(RlNode *node, const char *host, int port);
+extern const char *rl_node_failure(const RlNode *node, const char **setting);
 extern bool rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
 							  TimestampTz deadline, bool flush_wal);
 extern void rl_conn_failure(bool keep, const char *fmt,...) pg_attribute_printf(2, 3);

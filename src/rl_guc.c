@@ -6,9 +6,10 @@
  * Every setting is PGC_SUSET: a role that could repoint Redis, shorten a
  * timeout or switch the failure mode could force a fail-open answer and
  * walk past its limits, and one that could change the key prefix could
- * spend another tenant's quota.  The password is masked for every role
- * (see rl_show_password); ratelimit.redis_password_file keeps it out of
- * the settings altogether.
+ * spend another tenant's quota.  The passwords (Redis's and the
+ * Sentinels') are masked for every role (see rl_show_password);
+ * ratelimit.redis_password_file keeps Redis's out of the settings
+ * altogether.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -26,6 +27,7 @@
 
 #include "rl_cache.h"
 #include "rl_cluster.h"
+#include "rl_sentinel.h"
 
 int			rl_redis_mode = RL_MODE_STANDALONE;
 char	   *rl_redis_nodes = NULL;
@@ -36,6 +38,10 @@ int			rl_redis_db = 0;
 char	   *rl_redis_username = NULL;
 char	   *rl_redis_password = NULL;
 char	   *rl_redis_password_file = NULL;
+char	   *rl_sentinel_master = NULL;
+char	   *rl_sentinel_username = NULL;
+char	   *rl_sentinel_password = NULL;
+int			rl_sentinel_check_interval = 1000;
 int			rl_connect_timeout = 1000;
 int			rl_command_timeout = 500;
 int			rl_failure_mode = RL_FAIL_OPEN;
@@ -129,6 +135,14 @@ rl_show_password(void)
 		"********" : "";
 }
 
+/* The Sentinel password, masked the same way. */
+static const char *
+rl_show_sentinel_password(void)
+{
+	return (rl_sentinel_password != NULL && rl_sentinel_password[0] != '\0') ?
+		"********" : "";
+}
+
 /*
  * Defined from _PG_init.  Endpoint changes need no hook: each call compares
  * the settings with those its connection was opened with (rl_conn.c).
@@ -137,8 +151,8 @@ void
 rl_define_settings(void)
 {
 	DefineCustomEnumVariable("ratelimit.redis_mode",
-							 "How Redis is deployed: standalone, cluster or sentinel (not supported yet).",
-							 "In cluster mode every limiter goes to the master that serves its key's hash slot.",
+							 "How Redis is deployed: standalone, cluster or sentinel.",
+							 "In cluster mode every limiter goes to the master that serves its key's hash slot; in sentinel mode to the master the Sentinels name.",
 							 &rl_redis_mode,
 							 RL_MODE_STANDALONE,
 							 rl_redis_mode_options,
@@ -149,8 +163,8 @@ rl_define_settings(void)
 							 NULL);
 
 	DefineCustomStringVariable("ratelimit.redis_nodes",
-							   "Comma-separated host:port list of Redis Cluster nodes to learn the slot map from.",
-							   "Used in cluster mode; when empty, redis_host:redis_port is the one seed.",
+							   "Comma-separated host:port list: the cluster nodes to learn the slot map from, or the Sentinels.",
+							   "In cluster mode, when empty, redis_host:redis_port is the one seed; sentinel mode needs the list.",
 							   &rl_redis_nodes,
 							   "",
 							   PGC_SUSET,
@@ -239,6 +253,58 @@ rl_define_settings(void)
 							   NULL,
 							   NULL,
 							   NULL);
+
+	DefineCustomStringVariable("ratelimit.sentinel_master",
+							   "Name of the master the Sentinels monitor (as in \"sentinel monitor\").",
+							   NULL,
+							   &rl_sentinel_master,
+							   "mymaster",
+							   PGC_SUSET,
+							   0,
+							   NULL,
+							   NULL,
+							   NULL);
+
+	DefineCustomStringVariable("ratelimit.sentinel_username",
+							   "ACL user name for the Sentinels (with sentinel_password).",
+							   "The Redis credentials are used for the master.",
+							   &rl_sentinel_username,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   NULL,
+							   NULL,
+							   NULL);
+
+	DefineCustomStringVariable("ratelimit.sentinel_password",
+							   "Password for the Sentinels (their requirepass).",
+							   "Shown masked.  PostgreSQL logs its new value when a reload changes it.",
+							   &rl_sentinel_password,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   NULL,
+							   NULL,
+							   rl_show_sentinel_password);
+
+	/*
+	 * After SENTINEL FAILOVER the old master stays writable for about ten
+	 * seconds; every write a backend sends it then is lost.  One second
+	 * bounds that window to a second past Sentinel's switch, at one
+	 * Sentinel round trip per busy backend per second.
+	 */
+	DefineCustomIntVariable("ratelimit.sentinel_check_interval",
+							"Longest time between two questions to the Sentinels about the master.",
+							"0 asks only when the master is unknown or failed.",
+							&rl_sentinel_check_interval,
+							1000,
+							0,
+							INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL,
+							NULL,
+							NULL);
 
 	DefineCustomIntVariable("ratelimit.connect_timeout",
 							"Time allowed to connect and authenticate to Redis.",

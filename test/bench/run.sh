@@ -9,6 +9,8 @@
 #   bash test/bench/run.sh                       # RL_BENCH_SECONDS=6 per case
 #   RL_BENCH_SECONDS=2 bash test/bench/run.sh    # a quick look
 #   RL_BENCH_ONLY=stats bash test/bench/run.sh   # only section 10
+
+#   RL_BENCH_ONLY=sentinel bash test/bench/run.sh # only section 10
 #
 # Each pgbench figure is the median of its one-second progress reports
 # (the first second left out); latencies are timed call by call by
@@ -158,6 +160,61 @@ if [ "${RL_BENCH_ONLY:-}" = stats ]; then
 	echo "Targets (ratios within this run)"
 	stats_ratios
 	echo
+
+# Section 10: rl_allow c=1 in Sentinel mode beside standalone, on the same
+# Redis: one Sentinel (port 26381) monitors the bench server, with the
+# default sentinel_check_interval (1 s), so a backend asks it about once
+# a second.  Five interleaved slices.
+sentinel_case() {
+	local sport=${RL_BENCH_SENTINEL_PORT:-26381} dir=$RL_TMP/sentinel
+	local slice=$(( (SECS + 2) / 3 + 1 ))
+	mkdir -p "$dir"
+	[ "$(id -u)" = 0 ] && chown postgres: "$dir"
+	rl_as_owner tee "$dir/sentinel.conf" >/dev/null <<-EOF
+	port $sport
+	bind 127.0.0.1
+	daemonize yes
+	pidfile $dir/sentinel.pid
+	logfile $dir/sentinel.log
+	dir $dir
+	sentinel monitor mymaster 127.0.0.1 $REDIS_PORT 1
+	EOF
+	rl_as_owner redis-server "$dir/sentinel.conf" --sentinel || return 1
+	for _ in $(seq 50); do
+		redis-cli -p "$sport" PING >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	RL_PIDS_REDIS+=("$dir/sentinel.pid")
+	script sentinel-hot <<< "SELECT allowed FROM rl_allow('hot', 'token_bucket', 100, '1 second');"
+	local SEN="-c ratelimit.redis_mode=sentinel -c ratelimit.redis_nodes=127.0.0.1:$sport"
+	declare -A SS
+	for _ in 1 2 3 4 5; do
+		SS[standalone]+="$(tps sentinel-hot 1 "$slice" "$OFF") "
+		SS[sentinel]+="$(tps sentinel-hot 1 "$slice" "$OFF $SEN") "
+	done
+	# The Sentinel-mode calls must have been Redis's answers, not the
+	# failure policy's (which would be fast too).
+	local st
+	st=$(PGOPTIONS="$OFF $SEN" rl_psql bench -qAt -c "SELECT allowed FROM rl_allow('hot', 'token_bucket', 100, '1 second')" \
+		-c "SELECT endpoint || ' fail_open=' || fail_open FROM rl_status()" | tail -1)
+	echo "   $st"
+	case $st in
+	"sentinel:mymaster@127.0.0.1:$REDIS_PORT fail_open=0") ;;
+	*) echo "Sentinel mode did not reach the bench Redis"; return 1 ;;
+	esac
+	record "rl_allow token_bucket hot c=1 standalone (beside sentinel)" "$(m "${SS[standalone]}")" tps
+	record "rl_allow token_bucket hot c=1 sentinel" "$(m "${SS[sentinel]}")" tps
+}
+if [ "${RL_BENCH_ONLY:-}" = sentinel ]; then
+	m() { echo "$1" | tr ' ' '\n' | grep . | median; }
+	echo "10. rl_allow c=1 in Sentinel mode beside standalone (5 interleaved slices)"
+	sentinel_case || exit 1
+	awk -v n="${R[rl_allow token_bucket hot c=1 sentinel]}" \
+		-v d="${R[rl_allow token_bucket hot c=1 standalone (beside sentinel)]}" -v out="$OUT" 'BEGIN {
+		r = (d > 0) ? n / d : 0
+		printf "  %-66s %6.2f  (>= 0.95)  %s\n", "rl_allow c=1 sentinel / standalone", r, (r >= 0.95) ? "met" : "MISSED"
+		printf "ratio rl_allow c=1 sentinel / standalone\t%.3f\t%s\n", r, (r >= 0.95) ? "met" : "MISSED" >> out
+	}'
 	echo "results: $OUT"
 	exit 0
 fi
@@ -398,6 +455,9 @@ done
 
 stats_section
 
+echo "10. rl_allow c=1 in Sentinel mode beside standalone (5 interleaved slices)"
+sentinel_case || exit 1
+
 echo
 echo "Targets (ratios within this run)"
 ceil() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", 1 / (1 / a + 1 / b) }'; }
@@ -444,5 +504,9 @@ if [ "${RL_BENCH_CLUSTER:-1}" = 1 ]; then
 	echo
 	RL_BENCH_OUT=$OUT RL_BENCH_NO_SETUP=1 bash "$HERE/cluster.sh"
 fi
+
+ratio "rl_allow c=1 sentinel / standalone" \
+	"${R[rl_allow token_bucket hot c=1 sentinel]}" \
+	"${R[rl_allow token_bucket hot c=1 standalone (beside sentinel)]}" 0.95
 echo
 echo "results: $OUT"

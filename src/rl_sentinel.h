@@ -1,0 +1,31 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_sentinel.h
+ *	  Redis Sentinel: finding the master and staying with it.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_sentinel.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RL_SENTINEL_H
+#define RL_SENTINEL_H
+
+#include "rl_conn.h"
+
+/* Settings (rl_guc.c). */
+extern char *rl_sentinel_master;
+extern char *rl_sentinel_username;
+extern char *rl_sentinel_password;
+extern int	rl_sentinel_check_interval;
+
+extern bool rl_sentinel_check(void);
+extern bool rl_sentinel_confirm_role(RlNode *master);
+extern void rl_sentinel_mark_stale(void);
+extern void rl_sentinel_reset(void);
+extern const char *rl_sentinel_reply_setting(const char *reply);
+extern const char *rl_sentinel_endpoint(void);
+
+#endif							/* RL_SENTINEL_H */

@@ -1,0 +1,277 @@
+# test/perl/RLSentinel.pm
+#
+# A real Redis Sentinel topology for the TAP suites: a master, a replica
+# and three Sentinels (redis-server --sentinel) on free loopback ports in
+# 16600-16699, with passwords on both sides (the data nodes' requirepass,
+# the Sentinels' own requirepass), as the reference notes stage it.  The
+# data nodes are RLRedis objects (cli, info, cmdstat, kill9 work on them);
+# each Sentinel gets a writable config file of its own, since Sentinel
+# rewrites it.  down-after-milliseconds is 1000 (a killed master's replica
+# is promoted in about 1.4 s) and failover-timeout 5000: Sentinel turns
+# an old master that is still a master into a replica after that long
+# (10 s with the reference notes' 10000), and starts no second fail-over
+# of the same master within twice that.
+#
+# The Sentinels also monitor the replica under the name "replonly", with
+# a down-after of 60 s so that they never act on it during a suite: asking
+# for that name yields an address whose ROLE is a replica, which is how a
+# suite tests the ROLE check with real Sentinels.  remove_replonly ends
+# that before any fail-over (see there).
+#
+# Every process is killed in an END block, also when the test dies.
+
+package RLSentinel;
+
+use strict;
+use warnings;
+
+use File::Spec;
+use IPC::Run;
+use PostgreSQL::Test::Utils;
+use Time::HiRes qw(time usleep);
+
+use RLRedis;
+
+my @topologies;
+
+# RLSentinel->new(name => 's25_', password => ..., sentinel_password => ...).
+sub new
+{
+	my ($class, %opt) = @_;
+	my $self = bless {
+		name => $opt{name} // 'rs',
+		password => $opt{password} // 'Redis-Pw-7f3a',
+		sentinel_password => $opt{sentinel_password} // 'Sentinel-Pw-91c2',
+		data => [],
+		sentinels => [],
+	}, $class;
+	push @topologies, $self;
+
+	# Five consecutive free ports.
+	my $base;
+	my $first = 16600 + ($$ % 95);
+	for my $i (0 .. 94)
+	{
+		my $try = 16600 + (($first - 16600 + $i) % 95);
+		next if grep { !RLRedis::port_free($_) } $try .. $try + 4;
+		$base = $try;
+		last;
+	}
+	die "no free run of 5 ports in 16600-16699" unless defined $base;
+
+	my $pw = $self->{password};
+	for my $i (0, 1)
+	{
+		my $r = bless {
+			name => "$self->{name}d$i",
+			dir => File::Spec->rel2abs(PostgreSQL::Test::Utils::tempdir),
+			auth => [ '-a', $pw ],
+			bind => '127.0.0.1',
+			wrap => [],
+			port => $base + $i,
+			base_args => [
+				'--requirepass', $pw, '--masterauth', $pw,
+				'--repl-diskless-sync-delay', 0
+			],
+		}, 'RLRedis';
+		$r->{args} = [ @{ $r->{base_args} },
+			$i == 1 ? ('--replicaof', '127.0.0.1', $base) : () ];
+		push @{ $self->{data} }, $r;
+		$r->start or die "redis-server on port $r->{port} did not start";
+	}
+	$self->wait_synced(30) or die "replica not in sync after 30 s";
+
+	for my $i (0 .. 2)
+	{
+		my $port = $base + 2 + $i;
+		my $dir = File::Spec->rel2abs(PostgreSQL::Test::Utils::tempdir);
+		my $s = bless {
+			name => "$self->{name}s$i",
+			dir => $dir,
+			auth => [ '-a', $self->{sentinel_password} ],
+			bind => '127.0.0.1',
+			wrap => [],
+			port => $port,
+		}, 'RLRedis';
+		my $conf = "$dir/sentinel.conf";
+		my $m = $base;
+		my $rp = $base + 1;
+		PostgreSQL::Test::Utils::append_to_file($conf, <<EOF);
+port $port
+bind 127.0.0.1
+daemonize yes
+pidfile $dir/sentinel.pid
+logfile $dir/sentinel.log
+dir $dir
+requirepass $self->{sentinel_password}
+sentinel sentinel-pass $self->{sentinel_password}
+sentinel monitor mymaster 127.0.0.1 $m 2
+sentinel auth-pass mymaster $pw
+sentinel down-after-milliseconds mymaster 1000
+sentinel failover-timeout mymaster 5000
+sentinel monitor replonly 127.0.0.1 $rp 2
+sentinel auth-pass replonly $pw
+sentinel down-after-milliseconds replonly 60000
+sentinel failover-timeout replonly 600000
+EOF
+		IPC::Run::run [ 'redis-server', $conf, '--sentinel' ],
+		  '>', \my $out, '2>', \my $err;
+		for (1 .. 100)
+		{
+			if (-s "$dir/sentinel.pid" && defined $s->cli('PING'))
+			{
+				open my $fh, '<', "$dir/sentinel.pid" or die;
+				chomp($s->{pid} = <$fh>);
+				close $fh;
+				last;
+			}
+			usleep(50_000);
+		}
+		die "sentinel on port $port did not start" unless $s->{pid};
+		push @{ $self->{sentinels} }, $s;
+	}
+	$self->wait_sentinels(30) or die "Sentinels did not see each other and the replica in 30 s";
+	return $self;
+}
+
+sub data { @{ $_[0]->{data} } }
+sub sentinels { @{ $_[0]->{sentinels} } }
+sub password { $_[0]->{password} }
+sub sentinel_password { $_[0]->{sentinel_password} }
+
+# "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3": for ratelimit.redis_nodes.
+sub sentinel_list
+{
+	my ($self) = @_;
+	return join ',', map { '127.0.0.1:' . $_->port } $self->sentinels;
+}
+
+# The data node on a port.
+sub node
+{
+	my ($self, $port) = @_;
+	my ($n) = grep { $_->port == $port } $self->data;
+	return $n;
+}
+
+# The port Sentinel $s names as master of $name (default mymaster).
+sub named_by
+{
+	my ($self, $s, $name) = @_;
+	my $r = $s->cli('SENTINEL', 'get-master-addr-by-name', $name // 'mymaster') // '';
+	return $r =~ /^127\.0\.0\.1\n(\d+)$/ ? $1 : undef;
+}
+
+# The master's data node once every running Sentinel names the same one;
+# undef after $timeout seconds.
+sub master
+{
+	my ($self, $timeout) = @_;
+	my $t0 = time;
+	do
+	{
+		my %ports = map { ($self->named_by($_) // 'none') => 1 }
+		  grep { $_->pid } $self->sentinels;
+		my ($p) = keys %ports;
+		return $self->node($p) if keys %ports == 1 && $p ne 'none';
+		usleep(20_000);
+	} while (time - $t0 < ($timeout // 0));
+	return undef;
+}
+
+# The data node that is not $n.
+sub other
+{
+	my ($self, $n) = @_;
+	my ($o) = grep { $_ != $n } $self->data;
+	return $o;
+}
+
+# True once every running replica's link to its master is up.
+sub wait_synced
+{
+	my ($self, $timeout) = @_;
+	my $t0 = time;
+	while (time - $t0 < ($timeout // 30))
+	{
+		my $ok = 1;
+		for my $n (grep { $_->pid } $self->data)
+		{
+			my $info = $n->cli('INFO', 'replication') // '';
+			next unless $info =~ /^role:slave/m;
+			$ok = 0, last unless $info =~ /^master_link_status:up/m;
+		}
+		return time - $t0 if $ok;
+		usleep(50_000);
+	}
+	return undef;
+}
+
+# True once every Sentinel knows the two others and one healthy replica
+# of mymaster, so that a fail-over can be agreed on and has a target.
+sub wait_sentinels
+{
+	my ($self, $timeout) = @_;
+	my $t0 = time;
+	while (time - $t0 < ($timeout // 30))
+	{
+		my $ok = 1;
+		for my $s ($self->sentinels)
+		{
+			my $m = $s->cli('SENTINEL', 'master', 'mymaster') // '';
+			my %f = split /\n/, $m;
+			my $r = $s->cli('SENTINEL', 'replicas', 'mymaster') // '';
+			$ok = 0, last
+			  unless ($f{'num-other-sentinels'} // 0) == 2
+			  && ($f{'num-slaves'} // 0) >= 1
+			  && ($f{flags} // '') eq 'master'
+			  && $r =~ /\nflags\nslave\n/;
+		}
+		return time - $t0 if $ok;
+		usleep(100_000);
+	}
+	return undef;
+}
+
+# Stops monitoring "replonly" (SENTINEL REMOVE on every Sentinel): once
+# the replica is promoted, a Sentinel asked whether 127.0.0.1:<its port>
+# is down would answer for "replonly", never down, and no fail-over of the
+# new master would reach its quorum.
+sub remove_replonly
+{
+	my ($self) = @_;
+	for my $s ($self->sentinels)
+	{
+		my $r = $s->cli('SENTINEL', 'REMOVE', 'replonly') // '';
+		die "SENTINEL REMOVE replonly failed: $r" unless $r eq 'OK';
+	}
+}
+
+# SENTINEL FAILOVER through the first Sentinel; dies on a refusal.
+sub failover
+{
+	my ($self) = @_;
+	my $r = ($self->sentinels)[0]->cli('SENTINEL', 'FAILOVER', 'mymaster') // '';
+	die "SENTINEL FAILOVER failed: $r" unless $r eq 'OK';
+}
+
+# Restarts data node $n as a master (no replicaof), as a stale master that
+# comes back after a fail-over would.
+sub restart_as_master
+{
+	my ($self, $n) = @_;
+	$n->{args} = [ @{ $n->{base_args} } ];
+	$n->start or die "redis-server on port " . $n->port . " did not restart";
+}
+
+END
+{
+	my $rc = $?;
+	for my $t (@topologies)
+	{
+		$_->kill9 for @{ $t->{sentinels} }, @{ $t->{data} };
+	}
+	$? = $rc;
+}
+
+1;
