@@ -21,7 +21,10 @@ OBJS = \
 	src/rl_trigger.o \
 	src/rl_trigger_statement.o \
 	src/rl_groups.o \
-	src/rl_postgrest.o
+	src/rl_postgrest.o \
+	src/rl_local_store.o \
+	src/rl_local_algo.o \
+	src/rl_local_run.o
 
 DATA = sql/ratelimit--0.1.0.sql sql/ratelimit--0.1.0--0.2.0.sql \
 	sql/ratelimit--0.2.0.sql sql/ratelimit--0.2.0--0.3.0.sql \

@@ -24,6 +24,7 @@
 #include "utils/timestamp.h"
 
 #include "rl_cache.h"
+#include "rl_local.h"
 #include "rl_scripts.h"
 #include "rl_trigger.h"
 
@@ -52,6 +53,7 @@ _PG_init(void)
 	if (rl_preloaded)
 	{
 		rl_cache_init();
+		rl_local_init();
 		rl_trigger_hooks_init();
 	}
 }

@@ -54,7 +54,8 @@ typedef enum RlFailureMode
 {
 	RL_FAIL_OPEN,
 	RL_FAIL_CLOSED,
-	RL_FAIL_ERROR
+	RL_FAIL_ERROR,
+	RL_FAIL_LOCAL				/* answered by the local engine (rl_local.h) */
 } RlFailureMode;
 
 /* ratelimit.redis_mode */
@@ -130,10 +131,12 @@ typedef struct RlCounters
 	int64		connects;
 	int64		script_loads;
 	int64		cached;			/* denials answered by the deny cache */
+	int64		fail_local;		/* answered by the local engine for Redis */
 } RlCounters;
 
 extern RlCounters rl_counters;
 extern void rl_require_preload(void);
+extern const char *rl_policy_words(void);
 
 /* ratelimit.c */
 extern bool rl_preloaded;
