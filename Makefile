@@ -36,7 +36,7 @@ SHLIB_LINK += -lhiredis
 
 # pg_regress suites; each needs a Redis server reachable through the
 # settings in the server's configuration (test/check.sh provides both).
-REGRESS = basic algorithms errors settings shadow batch layered triggers postgrest examples
+REGRESS = basic algorithms errors settings local shadow batch layered triggers postgrest examples
 REGRESS_OPTS = --load-extension=ratelimit
 
 LUA_SCRIPTS = $(wildcard lua/*.lua)
