@@ -124,6 +124,20 @@ rl_check_many_once(const RlLimiter *limiter, char **keys, int *keylens,
 			rl_counters.denied++;
 			continue;
 		}
+		if (rl_engine == RL_ENGINE_LOCAL)
+		{
+			/* The local engine answers at once (rl_local_run.c). */
+			if (!rl_local_check(limiter, rkey, costs[i], &answers[i]))
+				rl_policy_answer(&answers[i]);
+			else if (answers[i].allowed)
+				rl_counters.allowed++;
+			else
+			{
+				rl_counters.denied++;
+				rl_cache_remember(rkey, limiter, costs[i], &answers[i], epoch);
+			}
+			continue;
+		}
 		rl_script_call_init(call, limiter->algorithm, 1, 5);
 		rl_script_call_set(call, 0, rkey);
 		rl_script_call_set(call, 1, limit);

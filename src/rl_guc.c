@@ -288,7 +288,7 @@ rl_define_settings(void)
 
 	DefineCustomIntVariable("ratelimit.local_max_entries",
 							"Limiter states the local engine's shared table holds.",
-							"Fixed at server start; about 520 bytes of shared memory each.",
+							"Fixed at server start; about 300 bytes of shared memory each.",
 							&rl_local_max_entries,
 							10000,
 							RL_LOCAL_PARTITIONS,

@@ -33,9 +33,18 @@ typedef enum RlEngine
 #define RL_LOCAL_PARTITIONS		128
 /* Keys up to this many bytes are kept whole; longer ones by two hashes. */
 #define RL_LOCAL_KEY_INLINE		128
-/* The sliding log's largest limit on the local engine, and its ring. */
+/*
+ * The sliding log's largest limit on the local engine, and its ring.  An
+ * admitted call finds at most limit - 1 members in the window (each cost
+ * is at least 1) and drops the older ones, up to 64 of them, as the
+ * script does: with 64 or fewer older ones the ring then holds at most
+ * limit members, with more it shrinks by 63.  So it never holds more
+ * than RL_LOCAL_LOG_MAX_LIMIT members.
+ */
 #define RL_LOCAL_LOG_MAX_LIMIT	128
-#define RL_LOCAL_LOG_CAP		(2 * RL_LOCAL_LOG_MAX_LIMIT + 64)
+#define RL_LOCAL_LOG_CAP		RL_LOCAL_LOG_MAX_LIMIT
+StaticAssertDecl(RL_LOCAL_LOG_MAX_LIMIT <= PG_UINT16_MAX,
+				 "a sliding log member's cost must fit its uint16");
 /* One sliding-log ring for this many entries of ratelimit.local_max_entries. */
 #define RL_LOCAL_ENTRIES_PER_LOG	16
 
@@ -47,7 +56,7 @@ typedef struct RlLocalLog
 	int32		count;
 	int32		pad;
 	double		t[RL_LOCAL_LOG_CAP];	/* member times (us) */
-	double		cost[RL_LOCAL_LOG_CAP]; /* member costs */
+	uint16		cost[RL_LOCAL_LOG_CAP]; /* member costs, <= the limit */
 } RlLocalLog;
 
 typedef struct RlLocalEntry
@@ -110,5 +119,7 @@ extern bool rl_local_write(int algorithm, RlLocalEntry *entry,
 extern bool rl_local_run(RlScriptCall *calls, int n, redisReply **replies);
 extern bool rl_local_command(RlCommand *cmd, redisReply **reply);
 extern void rl_local_failover(RlScriptCall *calls, int n, redisReply **replies);
+extern bool rl_local_check(const RlLimiter *limiter, const char *rkey,
+						   int64 cost, RlAnswer *answer);
 
 #endif							/* RL_LOCAL_H */

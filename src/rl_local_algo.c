@@ -530,7 +530,7 @@ rl_local_write(int algorithm, RlLocalEntry *entry, const RlLocalResult *res,
 			log->head = (log->head + res->log_prune) % RL_LOCAL_LOG_CAP;
 			log->count -= res->log_prune;
 		}
-		/* Never full with limit <= RL_LOCAL_LOG_MAX_LIMIT (see the header). */
+		/* Never full: see RL_LOCAL_LOG_CAP in the header. */
 		if (log->count == RL_LOCAL_LOG_CAP)
 		{
 			log->head = (log->head + 1) % RL_LOCAL_LOG_CAP;
@@ -538,7 +538,7 @@ rl_local_write(int algorithm, RlLocalEntry *entry, const RlLocalResult *res,
 		}
 		pos = (log->head + log->count) % RL_LOCAL_LOG_CAP;
 		log->t[pos] = res->log_stamp;
-		log->cost[pos] = res->log_cost;
+		log->cost[pos] = (uint16) res->log_cost;
 		log->count++;
 	}
 	else

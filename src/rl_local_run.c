@@ -77,10 +77,24 @@ rl_local_reply(const RlLocalReply *r)
 	return reply;
 }
 
+/*
+ * A number argument as Lua's tonumber reads it.  The callers write whole
+ * numbers below 2^53, read here digit by digit (exact, and far cheaper
+ * than strtod); anything else goes to strtod.
+ */
 static double
 rl_local_num(const char *text)
 {
-	return strtod(text, NULL);
+	int64		v = 0;
+	const char *p = text;
+
+	if (*p < '0' || *p > '9')
+		return strtod(text, NULL);
+	for (; *p >= '0' && *p <= '9' && p - text < 16; p++)
+		v = v * 10 + (*p - '0');
+	if (*p != '\0')
+		return strtod(text, NULL);
+	return (double) v;
 }
 
 static int
@@ -118,28 +132,23 @@ rl_local_reserve(const char *key, size_t len, uint64 hash, int algorithm,
 
 /* allow.lua: one key, one algorithm.  False when the table is full. */
 static bool
-rl_local_allow(const RlScriptCall *call, RlLocalReply *out)
+rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
+				   double window, double cost, double now, RlLocalReply *out)
 {
-	const char *key = call->params[0];
-	size_t		len = call->paramlen[0];
 	uint64		hash = rl_local_hash(key, len);
 	int			part = rl_local_partition(hash);
-	double		limit = rl_local_num(call->params[1]);
-	double		window = rl_local_num(call->params[2]);
-	double		cost = rl_local_num(call->params[3]);
-	double		now = rl_local_clock(call->params[4]);
 	RlLocalEntry *e;
 	RlLocalResult res;
 	bool		full;
 
 	rl_local_lock(&part, 1);
-	e = rl_local_reserve(key, len, hash, call->script, cost, now, &full);
+	e = rl_local_reserve(key, len, hash, algorithm, cost, now, &full);
 	if (full)
 	{
 		rl_local_unlock(&part, 1);
 		return false;
 	}
-	rl_local_algorithm(call->script, e, limit, window, cost, now, &res);
+	rl_local_algorithm(algorithm, e, limit, window, cost, now, &res);
 	out->n = 4;
 	if (!res.ok && cost > 0)
 	{
@@ -151,7 +160,7 @@ rl_local_allow(const RlScriptCall *call, RlLocalReply *out)
 	else
 	{
 		if (res.ok && res.apply)
-			(void) rl_local_write(call->script, e, &res, now);
+			(void) rl_local_write(algorithm, e, &res, now);
 		out->v[0] = 1;
 		out->v[1] = (int64) Max(0, res.remaining);
 		out->v[2] = 0;
@@ -161,6 +170,17 @@ rl_local_allow(const RlScriptCall *call, RlLocalReply *out)
 		rl_local_release(e, hash);
 	rl_local_unlock(&part, 1);
 	return true;
+}
+
+/* allow.lua's call: key, limit, window, cost, clock. */
+static bool
+rl_local_allow(const RlScriptCall *call, RlLocalReply *out)
+{
+	return rl_local_allow_key(call->script, call->params[0], call->paramlen[0],
+							  rl_local_num(call->params[1]),
+							  rl_local_num(call->params[2]),
+							  rl_local_num(call->params[3]),
+							  rl_local_clock(call->params[4]), out);
 }
 
 static int
@@ -363,6 +383,22 @@ rl_local_log_too_big(const RlScriptCall *call)
 }
 
 /*
+ * The table full: an ERROR under failure_mode "error", else the WARNING
+ * (the caller then gives the policy's answer).
+ */
+static void
+rl_local_full(void)
+{
+	if (rl_failure_mode == RL_FAIL_ERROR)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("ratelimit.local_max_entries is full"),
+				 errdetail("Every entry of the limiter's partition of the local engine's table holds a limiter whose state has not expired."),
+				 errhint("Raise ratelimit.local_max_entries (a restart is needed).")));
+	rl_local_full_warning();
+}
+
+/*
  * One script call: its reply, or NULL when the table is full (the policy
  * answers it; under failure_mode "error" that is an ERROR here).
  */
@@ -385,13 +421,7 @@ rl_local_call(const RlScriptCall *call)
 		done = rl_local_allow(call, &r);
 	if (done)
 		return rl_local_reply(&r);
-	if (rl_failure_mode == RL_FAIL_ERROR)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("ratelimit.local_max_entries is full"),
-				 errdetail("Every entry of the limiter's partition of the local engine's table holds a limiter whose state has not expired."),
-				 errhint("Raise ratelimit.local_max_entries (a restart is needed).")));
-	rl_local_full_warning();
+	rl_local_full();
 	return NULL;
 }
 
@@ -432,6 +462,35 @@ rl_local_run(RlScriptCall *calls, int n, redisReply **replies)
 	}
 	PG_END_TRY();
 	return any;
+}
+
+/*
+ * One check on the local engine for rl_check_many: what running its
+ * allow.lua call would answer (the same code), without writing the call
+ * out and building a reply, which is most of a check's cost in a batch.
+ * False when the table is full (the caller gives the policy's answer).
+ */
+bool
+rl_local_check(const RlLimiter *limiter, const char *rkey, int64 cost,
+			   RlAnswer *answer)
+{
+	RlLocalReply r;
+
+	rl_local_begin();
+	if (!rl_local_allow_key(limiter->algorithm, rkey, strlen(rkey),
+							(double) limiter->limit,
+							(double) limiter->window_us, (double) cost,
+							rl_local_clock(rl_clock_arg()), &r))
+	{
+		rl_local_full();
+		return false;
+	}
+	answer->known = true;
+	answer->allowed = r.v[0] != 0;
+	answer->remaining = r.v[1];
+	answer->retry_after_ms = r.v[2];
+	answer->reset_after_ms = r.v[3];
+	return true;
 }
 
 /*

@@ -123,13 +123,17 @@ for my $i (1 .. 36)
 	my $W = pick(@WINDOWS);
 	push @limiters, [ $algo, $L, $W, "d:$seed:$i" ];
 }
+# Full sliding logs (the local engine's ring holds 128 calls): many calls
+# per window, clock steps back, the oldest members pruned as Redis does.
+push @limiters, [ 'sliding_log', 128, 1_000_000, "d:$seed:ring1", 500 ];
+push @limiters, [ 'sliding_log', 100, 20_000, "d:$seed:ring2", 300 ];
 for my $lim (@limiters)
 {
-	my ($algo, $L, $W, $key) = @$lim;
+	my ($algo, $L, $W, $key, $n) = @$lim;
 	my $now = 1_700_000_000_000_000 + rnd(1_000_000_000) * 1000 + rnd(1000);
 	my $step = int($W / $L) || 1;
 	my $rkey = "rl:{$dboid:$key}:$algo";
-	for my $i (1 .. 40)
+	for my $i (1 .. ($n // 40))
 	{
 		my $r = rand();
 		if    ($r < 0.15) { }
