@@ -110,8 +110,12 @@ rl_check_many_once(const RlLimiter *limiter, char **keys, int *keylens,
 	uint64		epoch = rl_cache_epoch();
 	int			m = 0;
 
-	snprintf(limit, sizeof(limit), INT64_FORMAT, limiter->limit);
-	snprintf(window, sizeof(window), INT64_FORMAT, limiter->window_us);
+	/* The script's arguments; the local engine takes the numbers. */
+	if (rl_engine != RL_ENGINE_LOCAL)
+	{
+		snprintf(limit, sizeof(limit), INT64_FORMAT, limiter->limit);
+		snprintf(window, sizeof(window), INT64_FORMAT, limiter->window_us);
+	}
 	rl_counters.calls += n;
 	for (int i = 0; i < n; i++)
 	{
