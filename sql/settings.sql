@@ -64,12 +64,15 @@ INSERT INTO rl_settings VALUES
 	('ratelimit.stats_max_limiters', '20'),
 	('ratelimit.trusted_proxy_hops', '3'),
 	('ratelimit.ipv6_prefix', '48'),
-	('ratelimit.test_clock_ms', '1');
+	('ratelimit.test_clock_ms', '1'),
+	('ratelimit.engine', 'local'),
+	('ratelimit.local_max_entries', '1000');
 GRANT SELECT ON rl_settings TO PUBLIC;
 
 -- The list is complete: every ratelimit setting in pg_settings is
--- superuser-only but ratelimit.stats_max_limiters (fixed at server start),
--- plus the two passwords (Redis's, the Sentinels'), which are never listed.
+-- superuser-only but ratelimit.stats_max_limiters and
+-- ratelimit.local_max_entries (fixed at server start), plus the two
+-- passwords (Redis's, the Sentinels'), which are never listed.
 SELECT count(*) AS listed,
 	   count(*) FILTER (WHERE context = 'superuser') AS superuser_only,
 	   count(*) FILTER (WHERE name IN (SELECT name FROM rl_settings)) AS tried
@@ -197,7 +200,10 @@ FROM unnest(ARRAY[
 	'ratelimit.redis_nodes = '':7000''',
 	'ratelimit.redis_nodes = ''[::1:7000''',
 	'ratelimit.redis_nodes = ''10.0.0.1:7000 10.0.0.2:7000''',
-	'ratelimit.test_clock_ms = 9007199254741']) v;
+	'ratelimit.test_clock_ms = 9007199254741',
+	'ratelimit.engine = memory',
+	'ratelimit.failure_mode = locally',
+	'ratelimit.local_max_entries = 5000']) v;
 SET ratelimit.key_prefix = 'rl{';
 \echo :LAST_ERROR_SQLSTATE
 SET ratelimit.failure_mode = 'maybe';
@@ -323,6 +329,33 @@ SELECT rl_reset('settings:f', 'gcra');
 RESET ratelimit.test_clock_ms;
 SELECT * FROM rl_allow('settings:clock', 'gcra', 5, '1 minute');
 SELECT rl_reset('settings:clock', 'gcra');
+
+-- local, with Redis out of reach again: the local engine answers,
+-- exactly: (t,4,0,12000) (t,3,0,24000), no policy answer counted; a reset
+-- under failure_mode = local clears the local engine's state too, before
+-- Redis refuses it (08006): (t,4,0,12000) again.
+SET ratelimit.test_clock_ms = 1800000000000;
+SELECT fail_open AS open1, fail_closed AS closed1 FROM rl_status() \gset
+SET ratelimit.redis_port = 1;
+SET ratelimit.retry_interval = '1h';
+SET ratelimit.failure_mode = local;
+-- (The WARNING may fall within the interval of the one above: not shown.)
+SET client_min_messages = error;
+SELECT * FROM rl_allow('settings:f', 'gcra', 5, '1 minute');
+RESET client_min_messages;
+SELECT * FROM rl_allow('settings:f', 'gcra', 5, '1 minute');
+SELECT rl_reset('settings:f', 'gcra');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM rl_allow('settings:f', 'gcra', 5, '1 minute');
+SELECT fail_open - :open1 AS fail_open, fail_closed - :closed1 AS fail_closed
+FROM rl_status();
+SET ratelimit.engine = local;
+SELECT rl_reset('settings:f', 'gcra');
+RESET ratelimit.engine;
+RESET ratelimit.redis_port;
+RESET ratelimit.failure_mode;
+RESET ratelimit.retry_interval;
+RESET ratelimit.test_clock_ms;
 
 DROP TABLE rl_settings;
 DROP FUNCTION try(text);

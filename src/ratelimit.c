@@ -24,6 +24,7 @@
 #include "utils/timestamp.h"
 
 #include "rl_cache.h"
+#include "rl_local.h"
 #include "rl_scripts.h"
 #include "rl_stats.h"
 #include "rl_trigger.h"
@@ -54,6 +55,8 @@ _PG_init(void)
 	{
 		rl_cache_init();
 		rl_stats_init();
+
+		rl_local_init();
 		rl_trigger_hooks_init();
 	}
 }
@@ -111,8 +114,12 @@ rl_check_many_once(const RlLimiter *limiter, char **keys, int *keylens,
 	uint64		epoch = rl_cache_epoch();
 	int			m = 0;
 
-	snprintf(limit, sizeof(limit), INT64_FORMAT, limiter->limit);
-	snprintf(window, sizeof(window), INT64_FORMAT, limiter->window_us);
+	/* The script's arguments; the local engine takes the numbers. */
+	if (rl_engine != RL_ENGINE_LOCAL)
+	{
+		snprintf(limit, sizeof(limit), INT64_FORMAT, limiter->limit);
+		snprintf(window, sizeof(window), INT64_FORMAT, limiter->window_us);
+	}
 	rl_counters.calls += n;
 	for (int i = 0; i < n; i++)
 	{
@@ -124,6 +131,21 @@ rl_check_many_once(const RlLimiter *limiter, char **keys, int *keylens,
 			rl_counters.cached++;
 			rl_counters.denied++;
 			rl_stats_denied(rkey, limiter->algorithm);
+			continue;
+		}
+		if (rl_engine == RL_ENGINE_LOCAL)
+		{
+			/* The local engine answers at once (rl_local_run.c). */
+			if (!rl_local_check(limiter, rkey, costs[i], &answers[i]))
+				rl_policy_answer(&answers[i]);
+			else if (answers[i].allowed)
+				rl_counters.allowed++;
+			else
+			{
+				rl_counters.denied++;
+				rl_stats_denied(rkey, limiter->algorithm);
+				rl_cache_remember(rkey, limiter, costs[i], &answers[i], epoch);
+			}
 			continue;
 		}
 		rl_script_call_init(call, limiter->algorithm, 1, 5);

@@ -54,7 +54,8 @@ typedef enum RlFailureMode
 {
 	RL_FAIL_OPEN,
 	RL_FAIL_CLOSED,
-	RL_FAIL_ERROR
+	RL_FAIL_ERROR,
+	RL_FAIL_LOCAL				/* answered by the local engine (rl_local.h) */
 } RlFailureMode;
 
 /* ratelimit.redis_mode */
@@ -157,6 +158,8 @@ typedef struct RlCounters
 	int64		redirects;		/* cluster MOVED and ASK followed */
 	int64		map_refreshes;	/* cluster slot maps fetched */
 	int64		failed[RL_NUM_FAIL_REASONS];	/* failures by reason */
+
+	int64		fail_local;		/* answered by the local engine for Redis */
 } RlCounters;
 
 /* rl_stats.c: the backend's slot, found on first use. */
@@ -174,6 +177,7 @@ rl_counters_ptr(void)
 #define rl_counters (*rl_counters_ptr())
 
 extern void rl_require_preload(void);
+extern const char *rl_policy_words(void);
 
 /* ratelimit.c */
 extern bool rl_preloaded;

@@ -454,7 +454,7 @@ rl_password(char *buf, size_t size, char *why, size_t whysize)
  * the WARNING: an operator reading the log must know whether calls are
  * being let through.
  */
-static const char *
+const char *
 rl_policy_words(void)
 {
 	if (!rl_enforce && rl_failure_mode != RL_FAIL_ERROR)
@@ -465,6 +465,8 @@ rl_policy_words(void)
 			return "calls are let through (ratelimit.failure_mode is \"open\")";
 		case RL_FAIL_CLOSED:
 			return "calls are denied (ratelimit.failure_mode is \"closed\")";
+		case RL_FAIL_LOCAL:
+			return "calls are answered by this server's local engine (ratelimit.failure_mode is \"local\")";
 		default:
 			return "calls raise an error (ratelimit.failure_mode is \"error\")";
 	}
@@ -1398,6 +1400,7 @@ rl_policy_answer(RlAnswer *answer)
 			answer->retry_after_ms = 0;
 			break;
 		case RL_FAIL_CLOSED:
+		case RL_FAIL_LOCAL:		/* the local engine could not answer either */
 			rl_counters.fail_closed++;
 			answer->allowed = false;
 			answer->retry_after_ms = 1;

@@ -29,6 +29,8 @@
 #include "rl_cluster.h"
 #include "rl_sentinel.h"
 
+#include "rl_local.h"
+
 int			rl_redis_mode = RL_MODE_STANDALONE;
 char	   *rl_redis_nodes = NULL;
 char	   *rl_redis_host = NULL;
@@ -54,11 +56,20 @@ bool		rl_isolate_databases = true;
 int			rl_trusted_proxy_hops = 1;
 int			rl_ipv6_prefix = 64;
 double		rl_test_clock_ms = 0;
+int			rl_engine = RL_ENGINE_REDIS;
+int			rl_local_max_entries = 10000;
 
 static const struct config_enum_entry rl_failure_mode_options[] = {
 	{"open", RL_FAIL_OPEN, false},
 	{"closed", RL_FAIL_CLOSED, false},
 	{"error", RL_FAIL_ERROR, false},
+	{"local", RL_FAIL_LOCAL, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry rl_engine_options[] = {
+	{"redis", RL_ENGINE_REDIS, false},
+	{"local", RL_ENGINE_LOCAL, false},
 	{NULL, 0, false}
 };
 
@@ -332,8 +343,33 @@ rl_define_settings(void)
 							NULL,
 							NULL);
 
+	DefineCustomEnumVariable("ratelimit.engine",
+							 "Where the limiters live: redis, or local (this server's shared memory).",
+							 "The local engine runs the same algorithms without Redis, for one server.",
+							 &rl_engine,
+							 RL_ENGINE_REDIS,
+							 rl_engine_options,
+							 PGC_SUSET,
+							 0,
+							 NULL,
+							 NULL,
+							 NULL);
+
+	DefineCustomIntVariable("ratelimit.local_max_entries",
+							"Limiter states the local engine's shared table holds.",
+							"Fixed at server start; about 300 bytes of shared memory each.",
+							&rl_local_max_entries,
+							10000,
+							RL_LOCAL_PARTITIONS,
+							INT_MAX / 2,
+							PGC_POSTMASTER,
+							0,
+							NULL,
+							NULL,
+							NULL);
+
 	DefineCustomEnumVariable("ratelimit.failure_mode",
-							 "Answer given while Redis is unavailable: open, closed or error.",
+							 "Answer given while Redis is unavailable: open, closed, error or local.",
 							 NULL,
 							 &rl_failure_mode,
 							 RL_FAIL_OPEN,

@@ -46,6 +46,7 @@
 #include "storage/latch.h"
 
 #include "rl_cluster.h"
+#include "rl_local.h"
 #include "rl_scripts.h"
 
 typedef struct RlScriptSource
@@ -629,8 +630,8 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
  * array reply per call, for the caller to free, or NULL for a call Redis
  * refused as unavailable (rl_take_answers gives it the policy answer).
  */
-bool
-rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
+static bool
+rl_run_scripts_redis(RlScriptCall *calls, int n, redisReply **replies)
 {
 	RlCommand  *cmds;
 	char	   *numkeys;
@@ -674,7 +675,41 @@ rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
 	return left > 0;
 }
 
-/* Runs one plain command (rl_reset's DEL) under the same rules. */
+/*
+ * The store of every check: the local engine (ratelimit.engine = local),
+ * else Redis, whose unanswered calls the local engine answers under
+ * ratelimit.failure_mode = local.  As rl_run_scripts_redis, replies[i] is
+ * a reply or NULL (the policy's answer); false when none has a reply.
+ */
+bool
+rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
+{
+	bool		any;
+
+	if (rl_engine == RL_ENGINE_LOCAL)
+		return rl_local_run(calls, n, replies);
+	any = rl_run_scripts_redis(calls, n, replies);
+	if (rl_failure_mode != RL_FAIL_LOCAL)
+		return any;
+	if (!any)
+	{
+		for (int i = 0; i < n; i++)
+			replies[i] = NULL;
+	}
+	rl_local_failover(calls, n, replies);
+	for (int i = 0; i < n; i++)
+	{
+		if (replies[i] != NULL)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Runs one plain command (rl_reset's DEL) under the same rules.  Under
+ * failure_mode = local the local engine's copy is deleted too, so that a
+ * reset also holds while Redis is away.
+ */
 bool
 rl_run_command(RlCommand *cmd, redisReply **reply)
 {
@@ -682,6 +717,16 @@ rl_run_command(RlCommand *cmd, redisReply **reply)
 
 	rl_reply_node = NULL;
 	rl_reply_nodes = 0;
+
+	if (rl_engine == RL_ENGINE_LOCAL)
+		return rl_local_command(cmd, reply);
+	if (rl_failure_mode == RL_FAIL_LOCAL)
+	{
+		redisReply *local;
+
+		(void) rl_local_command(cmd, &local);
+		freeReplyObject(local);
+	}
 	if (!rl_conn_begin())
 		return false;
 	if (rl_redis_mode == RL_MODE_CLUSTER)

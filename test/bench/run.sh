@@ -11,6 +11,8 @@
 #   RL_BENCH_ONLY=stats bash test/bench/run.sh   # only section 10
 
 #   RL_BENCH_ONLY=sentinel bash test/bench/run.sh # only section 10
+
+#   RL_BENCH_ONLY=local bash test/bench/run.sh   # only the local engine (10.)
 #
 # Each pgbench figure is the median of its one-second progress reports
 # (the first second left out); latencies are timed call by call by
@@ -149,6 +151,89 @@ stats_ratios() {
 	ratio "rl_allow hot c=8 deny cache off: stats on / off (median of 11 rounds)" \
 		"${R[stats ratio nocache]}" 1 0.97
 }
+
+# The local engine (issue 15): ratelimit.engine = local beside SELECT 1
+# and the table limiters, in one go.  RL_BENCH_ONLY=local runs only this.
+LOCAL="-c ratelimit.engine=local -c ratelimit.deny_cache=off"
+bench_local() {
+	local lslice=$(( (SECS + 2) / 3 + 1 )) sel="" loc="" locs="" r
+	echo "10. The local engine (shared memory), deny cache off"
+	rl_psql bench -q <<-'SQL'
+	CREATE TABLE IF NOT EXISTS fw_logged (key text PRIMARY KEY, win bigint NOT NULL, n int NOT NULL);
+	CREATE UNLOGGED TABLE IF NOT EXISTS fw_unlogged (LIKE fw_logged INCLUDING ALL);
+	CREATE OR REPLACE FUNCTION fw_allow_logged(k text, lim int) RETURNS boolean LANGUAGE plpgsql AS $$
+	DECLARE n int;
+	BEGIN
+		INSERT INTO fw_logged AS t VALUES (k, floor(extract(epoch FROM clock_timestamp()))::bigint, 1)
+		ON CONFLICT (key) DO UPDATE
+		   SET win = excluded.win, n = CASE WHEN t.win = excluded.win THEN t.n + 1 ELSE 1 END
+		RETURNING t.n INTO n;
+		RETURN n <= lim;
+	END $$;
+	CREATE OR REPLACE FUNCTION fw_allow_unlogged(k text, lim int) RETURNS boolean LANGUAGE plpgsql AS $$
+	DECLARE n int;
+	BEGIN
+		INSERT INTO fw_unlogged AS t VALUES (k, floor(extract(epoch FROM clock_timestamp()))::bigint, 1)
+		ON CONFLICT (key) DO UPDATE
+		   SET win = excluded.win, n = CASE WHEN t.win = excluded.win THEN t.n + 1 ELSE 1 END
+		RETURNING t.n INTO n;
+		RETURN n <= lim;
+	END $$;
+	CREATE TABLE IF NOT EXISTS keys1000 AS
+		SELECT array_agg('m' || g) AS keys FROM generate_series(1, 1000) g;
+	SQL
+	script select1 <<< 'SELECT 1;'
+	script l-hot <<< "SELECT allowed FROM rl_allow('hot', 'token_bucket', 100, '1 second');"
+	# The same call in the select list: no function scan (PostgreSQL's
+	# cost of a set-returning FROM item, most of what it adds to SELECT 1).
+	script l-hot-sel <<< "SELECT (rl_allow('hot', 'token_bucket', 100, '1 second')).allowed;"
+	script l-own <<< "SELECT allowed FROM rl_allow('own' || :client_id, 'token_bucket', 100, '1 second');"
+	script l-own-sel <<< "SELECT (rl_allow('own' || :client_id, 'token_bucket', 100, '1 second')).allowed;"
+	script l-fwl <<< "SELECT fw_allow_logged('k1', 100);"
+	script l-fwu <<< "SELECT fw_allow_unlogged('k1', 100);"
+	script l-many <<< "SELECT count(*) FROM keys1000, LATERAL rl_allow_many(keys1000.keys, 'token_bucket', 100, '1 second');"
+	for _ in 1 2 3 4 5; do
+		sel+="$(tps select1 1 "$lslice") "
+		loc+="$(tps l-hot 1 "$lslice" "$LOCAL") "
+		locs+="$(tps l-hot-sel 1 "$lslice" "$LOCAL") "
+	done
+	lm() { echo "$1" | tr ' ' '\n' | grep . | median; }
+	record "local select1 c=1 (interleaved)" "$(lm "$sel")" tps
+	record "local rl_allow token_bucket hot c=1" "$(lm "$loc")" tps
+	record "local rl_allow token_bucket hot c=1, select list" "$(lm "$locs")" tps
+	record "local rl_allow token_bucket hot c=8" "$(tps l-hot 8 "$SECS" "$LOCAL")" tps
+	record "local fw_unlogged function hot c=8" "$(tps l-fwu 8)" tps
+	record "local fw_logged function hot c=8" "$(tps l-fwl 8)" tps
+	record "local select1 c=8" "$(tps select1 8)" tps
+	record "local rl_allow token_bucket 8 keys (one per client) c=8" "$(tps l-own 8 "$SECS" "$LOCAL")" tps
+	record "local rl_allow token_bucket 8 keys c=8, select list" "$(tps l-own-sel 8 "$SECS" "$LOCAL")" tps
+	record "local rl_allow_many 1000 keys c=1" "$(($(tps l-many 1 "$SECS" "$LOCAL") * 1000))" checks/s
+	r=$(rl_psql bench -qAt -c "SELECT size FROM pg_shmem_allocations WHERE name = 'ratelimit local engine'")
+	record "local shared memory, ratelimit.local_max_entries = 10000" "$r" bytes
+	record "local shared memory per entry" "$((r / 10000))" bytes
+	lratio() {
+		awk -v l="$1" -v n="$2" -v d="$3" -v t="$4" -v out="$OUT" 'BEGIN {
+			r = (d > 0) ? n / d : 0
+			printf "  %-66s %6.2f  (>= %s)  %s\n", l, r, t, (r >= t) ? "met" : "MISSED"
+			printf "ratio %s\t%.3f\t%s\n", l, r, (r >= t) ? "met" : "MISSED" >> out
+		}'
+	}
+	echo "   targets (issue 15)"
+	lratio "local c=1 / SELECT 1 c=1" "${R[local rl_allow token_bucket hot c=1]}" "${R[local select1 c=1 (interleaved)]}" 0.8
+	lratio "local c=1, select list / SELECT 1 c=1" "${R[local rl_allow token_bucket hot c=1, select list]}" "${R[local select1 c=1 (interleaved)]}" 0.8
+	lratio "local hot c=8 / fw_unlogged function hot c=8" "${R[local rl_allow token_bucket hot c=8]}" "${R[local fw_unlogged function hot c=8]}" 3
+	lratio "local hot c=8 / fw_logged function hot c=8" "${R[local rl_allow token_bucket hot c=8]}" "${R[local fw_logged function hot c=8]}" 10
+	lratio "local 8 keys c=8 / SELECT 1 c=8" "${R[local rl_allow token_bucket 8 keys (one per client) c=8]}" "${R[local select1 c=8]}" 0.8
+	lratio "local 8 keys c=8, select list / SELECT 1 c=8" "${R[local rl_allow token_bucket 8 keys c=8, select list]}" "${R[local select1 c=8]}" 0.8
+	lratio "local rl_allow_many checks/s / 1 000 000" "${R[local rl_allow_many 1000 keys c=1]}" 1000000 1
+}
+if [ "${RL_BENCH_ONLY:-}" = local ]; then
+	echo "ratelimit benchmark $STAMP (local engine only): $(nproc) cores, $SECS s per case"
+	printf 'case\tvalue\tunit\n' > "$OUT"
+	bench_local
+	echo "results: $OUT"
+	exit 0
+fi
 
 echo "ratelimit benchmark $STAMP: $(nproc) cores, $SECS s per case"
 printf 'case\tvalue\tunit\n' > "$OUT"
@@ -508,5 +593,7 @@ fi
 ratio "rl_allow c=1 sentinel / standalone" \
 	"${R[rl_allow token_bucket hot c=1 sentinel]}" \
 	"${R[rl_allow token_bucket hot c=1 standalone (beside sentinel)]}" 0.95
+echo
+bench_local
 echo
 echo "results: $OUT"

@@ -1,0 +1,549 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_local_algo.c
+ *	  The six algorithms of lua/, in C, for the local engine.
+ *
+ * Each function here is its Lua script line by line, computed the way Lua
+ * computes it: every number is a double (a Lua number), a % b is Lua's
+ * a - floor(a / b) * b, and the operations come in the script's order.
+ * IEEE arithmetic is deterministic, so for the same arguments and clock
+ * the answers and the state are those of the script, to the last bit
+ * (test/t/023_local_diff.pl compares them).  The state fields are the
+ * script's hash fields, in st[]:
+ *	 fixed_window		w, n
+ *	 sliding_counter	w, cur, prev
+ *	 token_bucket		credit, ts, unit
+ *	 leaky_bucket		level, ts, unit
+ *	 gcra				us, r, d, ts  (the string "<us>+<r>/<d>@<ts>")
+ *	 sliding_log		a ring of members (time, cost) in RlLocalLog
+ * Where a script writes nothing (a peek, a denial) nothing is written.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_local_algo.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "rl_local.h"
+
+/* Lua 5.1's a % b (luai_nummod). */
+static inline double
+lmod(double a, double b)
+{
+	return a - floor(a / b) * b;
+}
+
+/* Lua 5.1's math.max and math.min of two numbers. */
+static inline double
+lmax(double a, double b)
+{
+	return b > a ? b : a;
+}
+
+static inline double
+lmin(double a, double b)
+{
+	return b < a ? b : a;
+}
+
+/* common.lua: rl_gcd and rl_ms. */
+static double
+rl_gcd(double a, double b)
+{
+	while (b != 0)
+	{
+		double		t = lmod(a, b);
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+static inline double
+rl_ms(double us)
+{
+	if (us <= 0)
+		return 0;
+	return ceil(us / 1000);
+}
+
+/* rl_expire: the TTL of a write, in ms. */
+static inline double
+rl_ttl(double us)
+{
+	return lmax(1, rl_ms(us));
+}
+
+/* fixed_window.lua */
+static void
+rl_fixed_window(RlLocalEntry *e, double limit, double window, double cost,
+				double now, RlLocalResult *res)
+{
+	double		start = now - lmod(now, window);
+	double		used = 0;
+	double		ends;
+	double		reset;
+
+	if (e != NULL && e->valid)
+	{
+		double		w = e->st[0];
+
+		w = w - lmod(w, window);
+		if (w >= start)
+		{
+			start = w;
+			used = lmin(limit, e->st[1]);
+		}
+	}
+	ends = start + window;
+	if (used + cost > limit)
+	{
+		res->ok = false;
+		res->remaining = limit - used;
+		res->retry = ends - now;
+		res->reset = ends - now;
+		return;
+	}
+	used = used + cost;
+	reset = 0;
+	if (used > 0)
+		reset = ends - now;
+	res->ok = true;
+	res->remaining = limit - used;
+	res->retry = 0;
+	res->reset = reset;
+	if (cost > 0)
+	{
+		res->apply = true;
+		res->st[0] = start;
+		res->st[1] = used;
+		res->ttl_ms = rl_ttl(reset);
+	}
+}
+
+/* token_bucket.lua */
+static void
+rl_token_bucket(RlLocalEntry *e, double limit, double window, double cost,
+				double now, RlLocalResult *res)
+{
+	double		g = rl_gcd(limit, window);
+	double		unit = window / g;
+	double		rate = limit / g;
+	double		full = limit * unit;
+	double		credit = full;
+	double		ts = now;
+	double		shift;
+	double		need;
+	double		reset;
+
+	if (e != NULL && e->valid)
+	{
+		double		was = e->st[2];
+
+		credit = e->st[0];
+		ts = e->st[1];
+		if (was != unit)
+			credit = floor(credit / was * unit);
+		if (now > ts)
+		{
+			credit = credit + (now - ts) * rate;
+			ts = now;
+		}
+		credit = lmin(full, credit);
+	}
+	shift = ts - now;
+	need = cost * unit;
+	if (credit < need)
+	{
+		res->ok = false;
+		res->remaining = floor(credit / unit);
+		res->retry = shift + (need - credit) / rate;
+		res->reset = shift + (full - credit) / rate;
+		return;
+	}
+	credit = credit - need;
+	reset = shift + (full - credit) / rate;
+	res->ok = true;
+	res->remaining = floor(credit / unit);
+	res->retry = 0;
+	res->reset = reset;
+	if (cost > 0)
+	{
+		res->apply = true;
+		res->st[0] = credit;
+		res->st[1] = ts;
+		res->st[2] = unit;
+		res->ttl_ms = rl_ttl(reset);
+	}
+}
+
+/* leaky_bucket.lua */
+static void
+rl_leaky_bucket(RlLocalEntry *e, double limit, double window, double cost,
+				double now, RlLocalResult *res)
+{
+	double		g = rl_gcd(limit, window);
+	double		unit = window / g;
+	double		rate = limit / g;
+	double		full = limit * unit;
+	double		level = 0;
+	double		ts = now;
+	double		shift;
+	double		pour;
+	double		reset;
+
+	if (e != NULL && e->valid)
+	{
+		double		was = e->st[2];
+
+		level = e->st[0];
+		ts = e->st[1];
+		if (was != unit)
+			level = ceil(level / was * unit);
+		if (level > full)
+			level = full;
+		if (now > ts)
+		{
+			level = lmax(0, level - (now - ts) * rate);
+			ts = now;
+		}
+	}
+	shift = ts - now;
+	pour = cost * unit;
+	if (level + pour > full)
+	{
+		res->ok = false;
+		res->remaining = floor(lmax(0, full - level) / unit);
+		res->retry = shift + (level + pour - full) / rate;
+		res->reset = shift + level / rate;
+		return;
+	}
+	level = level + pour;
+	reset = 0;
+	if (level > 0)
+		reset = shift + level / rate;
+	res->ok = true;
+	res->remaining = floor((full - level) / unit);
+	res->retry = 0;
+	res->reset = reset;
+	if (cost > 0)
+	{
+		res->apply = true;
+		res->st[0] = level;
+		res->st[1] = ts;
+		res->st[2] = unit;
+		res->ttl_ms = rl_ttl(reset);
+	}
+}
+
+/*
+ * gcra.lua.  The local engine never holds a 0.1.0 state, so the legacy
+ * branch (no "@<ts>") has nothing to read here.
+ */
+static void
+rl_gcra(RlLocalEntry *e, double limit, double window, double cost,
+		double now, RlLocalResult *res)
+{
+	double		g = rl_gcd(limit, window);
+	double		unit = window / g;
+	double		rate = limit / g;
+	double		full = limit * unit;
+	double		debt = 0;
+	double		after;
+
+	if (e != NULL && e->valid)
+	{
+		double		us = e->st[0];
+		double		r = e->st[1];
+		double		d = e->st[2];
+		double		ts = e->st[3];
+
+		if (d != rate)
+			r = ceil(r * rate / d);
+		debt = (us - ts) * rate + r;
+		if (debt > full)
+			debt = full;
+		debt = debt - (now - ts) * rate;
+		if (debt < 0)
+			debt = 0;
+	}
+	after = debt + cost * unit;
+	if (after > full)
+	{
+		res->ok = false;
+		res->remaining = floor((full - debt) / unit);
+		res->retry = (after - full) / rate;
+		res->reset = debt / rate;
+		return;
+	}
+	res->ok = true;
+	res->remaining = floor((full - after) / unit);
+	res->retry = 0;
+	res->reset = after / rate;
+	if (cost > 0)
+	{
+		double		r = lmod(after, rate);
+
+		res->apply = true;
+		res->st[0] = now + (after - r) / rate;
+		res->st[1] = r;
+		res->st[2] = rate;
+		res->st[3] = now;
+		res->ttl_ms = lmax(1, rl_ms(after / rate));
+	}
+}
+
+/* sliding_counter.lua */
+static void
+rl_sliding_counter(RlLocalEntry *e, double limit, double window, double cost,
+				   double now, RlLocalResult *res)
+{
+	double		at = now;
+	double		start = now - lmod(now, window);
+	double		cur = 0;
+	double		prev = 0;
+	double		shift;
+	double		left;
+	double		used;
+	double		remaining;
+	double		reset;
+
+	if (e != NULL && e->valid)
+	{
+		double		w = e->st[0];
+
+		w = w - lmod(w, window);
+		if (w >= start)
+		{
+			if (w > start)
+				at = w;
+			start = w;
+			cur = lmin(limit, e->st[1]);
+			prev = lmin(limit, e->st[2]);
+		}
+		else if (w == start - window)
+			prev = lmin(limit, e->st[1]);
+	}
+	shift = at - now;
+	left = window - (at - start);
+	used = prev * left + cur * window;
+	remaining = limit - cur - ceil(prev * left / window);
+
+	if (used + cost * window > limit * window)
+	{
+		double		wait;
+
+		if (cur + cost <= limit)
+			wait = left - (limit - cur - cost) * window / prev;
+		else
+			wait = left + window - (limit - cost) * window / cur;
+		reset = left;
+		if (cur > 0)
+			reset = left + window;
+		res->ok = false;
+		res->remaining = lmax(0, remaining);
+		res->retry = shift + wait;
+		res->reset = shift + reset;
+		return;
+	}
+	reset = 0;
+	if (cur + cost > 0)
+		reset = shift + left + window;
+	else if (prev > 0)
+		reset = shift + left;
+	res->ok = true;
+	res->remaining = lmax(0, remaining - cost);
+	res->retry = 0;
+	res->reset = reset;
+	if (cost > 0)
+	{
+		res->apply = true;
+		res->st[0] = start;
+		res->st[1] = cur + cost;
+		res->st[2] = prev;
+		res->ttl_ms = rl_ttl(reset);
+	}
+}
+
+/*
+ * sliding_log.lua, on a ring of (time, cost) members in call order.  The
+ * script's cum counters are sums of costs: the units in the window are
+ * the sum of the costs of the members after floor, and the unit a denial
+ * waits for is found by summing from the first of them.  Members at or
+ * before floor are dropped as the script drops them (64 at most per
+ * admitted call, all when the window is empty), so that a clock that
+ * steps back sees the same members as Redis would.
+ */
+static void
+rl_sliding_log(RlLocalEntry *e, double limit, double window, double cost,
+			   double now, RlLocalResult *res)
+{
+	RlLocalLog *log = e != NULL && e->valid ? rl_local_log(e, false) : NULL;
+	double		floor_t = now - window;
+	double		stamp = now;
+	double		newest_t = 0;
+	bool		has_newest = false;
+	double		used = 0;
+	double		first_cost = 0;
+	int			expired = 0;
+	int			first = -1;		/* ring position of the first in window */
+	double		reset;
+
+	if (log != NULL && log->count > 0)
+	{
+		newest_t = log->t[(log->head + log->count - 1) % RL_LOCAL_LOG_CAP];
+		has_newest = true;
+		if (newest_t > now)
+			stamp = newest_t;
+		if (newest_t > floor_t)
+		{
+			while (log->t[(log->head + expired) % RL_LOCAL_LOG_CAP] <= floor_t)
+				expired++;
+			first = expired;
+			first_cost = log->cost[(log->head + first) % RL_LOCAL_LOG_CAP];
+			for (int i = first; i < log->count; i++)
+				used += log->cost[(log->head + i) % RL_LOCAL_LOG_CAP];
+		}
+	}
+
+	reset = 0;
+	if (used > 0)
+		reset = newest_t + window - now;
+
+	if (used + cost > limit)
+	{
+		double		k = used + cost - limit;
+		double		wait_t = newest_t;
+
+		if (first < 0)
+		{
+			/* Not reached: a cost is at most the limit (rl_check_cost). */
+		}
+		else if (k <= first_cost)
+			wait_t = log->t[(log->head + first) % RL_LOCAL_LOG_CAP];
+		else
+		{
+			double		sum = 0;
+
+			for (int i = first; i < log->count; i++)
+			{
+				int			p = (log->head + i) % RL_LOCAL_LOG_CAP;
+
+				sum += log->cost[p];
+				if (sum >= k)
+				{
+					wait_t = log->t[p];
+					break;
+				}
+			}
+		}
+		res->ok = false;
+		res->remaining = limit - used;
+		res->retry = wait_t + window - now;
+		res->reset = reset;
+		return;
+	}
+	if (cost == 0)
+	{
+		res->ok = true;
+		res->remaining = limit - used;
+		res->retry = 0;
+		res->reset = reset;
+		return;
+	}
+	reset = stamp + window - now;
+	res->ok = true;
+	res->remaining = limit - used - cost;
+	res->retry = 0;
+	res->reset = reset;
+	res->apply = true;
+	res->log_clear = !has_newest || used == 0;
+	res->log_prune = res->log_clear ? 0 : Min(expired, 64);
+	res->log_stamp = stamp;
+	res->log_cost = cost;
+	res->ttl_ms = rl_ttl(reset);
+}
+
+/*
+ * Runs one algorithm on an entry (NULL or not valid: no state) as its
+ * script would; res says what to answer and what to write.
+ */
+void
+rl_local_algorithm(int algorithm, RlLocalEntry *entry, double limit,
+				   double window, double cost, double now, RlLocalResult *res)
+{
+	memset(res, 0, sizeof(*res));
+	switch ((RlAlgorithm) algorithm)
+	{
+		case RL_FIXED_WINDOW:
+			rl_fixed_window(entry, limit, window, cost, now, res);
+			break;
+		case RL_SLIDING_LOG:
+			rl_sliding_log(entry, limit, window, cost, now, res);
+			break;
+		case RL_SLIDING_COUNTER:
+			rl_sliding_counter(entry, limit, window, cost, now, res);
+			break;
+		case RL_TOKEN_BUCKET:
+			rl_token_bucket(entry, limit, window, cost, now, res);
+			break;
+		case RL_LEAKY_BUCKET:
+			rl_leaky_bucket(entry, limit, window, cost, now, res);
+			break;
+		case RL_GCRA:
+			rl_gcra(entry, limit, window, cost, now, res);
+			break;
+		default:
+			elog(ERROR, "unknown rate limiting algorithm %d", algorithm);
+	}
+}
+
+/*
+ * Writes what rl_local_algorithm decided into the entry (reserved by the
+ * caller) and sets its expiry, as the script's HSET/ZADD and PEXPIRE do.
+ * False when a sliding log needs a ring and none is free.
+ */
+bool
+rl_local_write(int algorithm, RlLocalEntry *entry, const RlLocalResult *res,
+			   double now)
+{
+	if (algorithm == RL_SLIDING_LOG)
+	{
+		RlLocalLog *log = rl_local_log(entry, true);
+		int			pos;
+
+		if (log == NULL)
+			return false;
+		if (res->log_clear || !entry->valid)
+		{
+			log->head = 0;
+			log->count = 0;
+		}
+		else
+		{
+			log->head = (log->head + res->log_prune) % RL_LOCAL_LOG_CAP;
+			log->count -= res->log_prune;
+		}
+		/* Never full: see RL_LOCAL_LOG_CAP in the header. */
+		if (log->count == RL_LOCAL_LOG_CAP)
+		{
+			log->head = (log->head + 1) % RL_LOCAL_LOG_CAP;
+			log->count--;
+		}
+		pos = (log->head + log->count) % RL_LOCAL_LOG_CAP;
+		log->t[pos] = res->log_stamp;
+		log->cost[pos] = (uint16) res->log_cost;
+		log->count++;
+	}
+	else
+		memcpy(entry->st, res->st, sizeof(entry->st));
+	entry->valid = true;
+	entry->expires_at = (int64) now + (int64) res->ttl_ms * 1000;
+	return true;
+}

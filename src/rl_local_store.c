@@ -1,0 +1,435 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_local_store.c
+ *	  The local engine's table of limiter states in shared memory.
+ *
+ * A fixed-size hash table, allocated at server start from the setting
+ * ratelimit.local_max_entries and split into RL_LOCAL_PARTITIONS
+ * partitions by the key's hash.  Each partition has its own LWLock, its
+ * own entries, hash chains and free list, so backends working on keys of
+ * different partitions never wait for each other, and a check holds one
+ * lock for the few hundred nanoseconds of a lookup and an algorithm run.
+ * Sliding logs keep their members in rings of a separate pool (one ring
+ * per RL_LOCAL_ENTRIES_PER_LOG entries), taken under a spinlock.
+ *
+ * An entry's expiry is its Redis TTL: an expired entry still reads as its
+ * script reads the state (which by then means "fresh"), and is reclaimed
+ * when its partition needs room.  When a partition has no free entry and
+ * none has expired, the table is full: the call that needs a new entry
+ * gets the failure policy's answer with a WARNING (rl_local_run.c);
+ * nothing is evicted, since a limiter that forgets its count admits.
+ *
+ * Nothing here is written to WAL or survives a restart, and PostgreSQL's
+ * crash restart (a backend killed while holding a lock) reinitialises the
+ * whole table with the rest of shared memory.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_local_store.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/time.h>
+
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/timestamp.h"
+
+#include "rl_local.h"
+
+#define RL_LOCAL_TRANCHE	"ratelimit_local"
+/* Long keys: the inline bytes kept, then a second hash in the last 8. */
+#define RL_LOCAL_KEY_PREFIX	(RL_LOCAL_KEY_INLINE - 8)
+#define RL_LOCAL_SEED2		UINT64CONST(0x9e3779b97f4a7c15)
+
+typedef struct RlLocalPartition
+{
+	int32		free;			/* first free entry, -1 for none */
+	int32		used;
+} RlLocalPartition;
+
+typedef struct RlLocalShared
+{
+	pg_atomic_uint64 clock;		/* newest wall clock seen (us) */
+	char		pad[PG_CACHE_LINE_SIZE - sizeof(pg_atomic_uint64)];
+	slock_t		log_lock;
+	int32		log_free;
+	int32		nlogs;
+	int32		per_part;		/* entries per partition */
+	int32		nbuckets;		/* hash chains per partition, a power of 2 */
+	RlLocalPartition part[RL_LOCAL_PARTITIONS];
+} RlLocalShared;
+
+static RlLocalShared *rl_local = NULL;
+static int32 *rl_local_buckets = NULL;
+static RlLocalEntry *rl_local_entries = NULL;
+static RlLocalLog *rl_local_logs = NULL;
+static LWLockPadded *rl_local_locks = NULL;
+
+static shmem_request_hook_type rl_prev_request_hook = NULL;
+static shmem_startup_hook_type rl_prev_startup_hook = NULL;
+
+/* The table's geometry, from the setting (fixed at server start). */
+static void
+rl_local_geometry(int32 *per_part, int32 *nbuckets, int32 *nlogs)
+{
+	*per_part = (rl_local_max_entries + RL_LOCAL_PARTITIONS - 1) /
+		RL_LOCAL_PARTITIONS;
+	*nbuckets = 1;
+	while (*nbuckets < *per_part)
+		*nbuckets *= 2;
+	*nlogs = Max(RL_LOCAL_PARTITIONS,
+				 rl_local_max_entries / RL_LOCAL_ENTRIES_PER_LOG);
+}
+
+static Size
+rl_local_size(void)
+{
+	int32		per_part,
+				nbuckets,
+				nlogs;
+	Size		size;
+
+	rl_local_geometry(&per_part, &nbuckets, &nlogs);
+	size = MAXALIGN(sizeof(RlLocalShared));
+	size = add_size(size, MAXALIGN(mul_size(sizeof(int32),
+											mul_size(RL_LOCAL_PARTITIONS, nbuckets))));
+	size = add_size(size, mul_size(sizeof(RlLocalEntry),
+								   mul_size(RL_LOCAL_PARTITIONS, per_part)));
+	size = add_size(size, mul_size(sizeof(RlLocalLog), nlogs));
+	return size;
+}
+
+/* Asks the postmaster for the table and its locks. */
+static void
+rl_local_request(void)
+{
+	if (rl_prev_request_hook)
+		rl_prev_request_hook();
+	RequestAddinShmemSpace(rl_local_size());
+	RequestNamedLWLockTranche(RL_LOCAL_TRANCHE, RL_LOCAL_PARTITIONS);
+}
+
+/*
+ * Lays out the table: every entry free, every ring free.  Also run after
+ * a crash restart, so a lock held by a killed backend is gone with it.
+ */
+static void
+rl_local_startup(void)
+{
+	bool		found;
+	char	   *p;
+
+	if (rl_prev_startup_hook)
+		rl_prev_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	p = ShmemInitStruct("ratelimit local engine", rl_local_size(), &found);
+	rl_local = (RlLocalShared *) p;
+	rl_local_locks = GetNamedLWLockTranche(RL_LOCAL_TRANCHE);
+	if (!found)
+	{
+		memset(rl_local, 0, sizeof(RlLocalShared));
+		pg_atomic_init_u64(&rl_local->clock, 0);
+		SpinLockInit(&rl_local->log_lock);
+		rl_local_geometry(&rl_local->per_part, &rl_local->nbuckets,
+						  &rl_local->nlogs);
+	}
+	p += MAXALIGN(sizeof(RlLocalShared));
+	rl_local_buckets = (int32 *) p;
+	p += MAXALIGN(sizeof(int32) * RL_LOCAL_PARTITIONS * rl_local->nbuckets);
+	rl_local_entries = (RlLocalEntry *) p;
+	p += sizeof(RlLocalEntry) * RL_LOCAL_PARTITIONS * rl_local->per_part;
+	rl_local_logs = (RlLocalLog *) p;
+	if (!found)
+	{
+		int32		per_part = rl_local->per_part;
+
+		for (int i = 0; i < RL_LOCAL_PARTITIONS * rl_local->nbuckets; i++)
+			rl_local_buckets[i] = -1;
+		for (int part = 0; part < RL_LOCAL_PARTITIONS; part++)
+		{
+			int32		base = part * per_part;
+
+			for (int i = 0; i < per_part; i++)
+				rl_local_entries[base + i].next =
+					i + 1 < per_part ? base + i + 1 : -1;
+			rl_local->part[part].free = base;
+			rl_local->part[part].used = 0;
+		}
+		for (int i = 0; i < rl_local->nlogs; i++)
+			rl_local_logs[i].next = i + 1 < rl_local->nlogs ? i + 1 : -1;
+		rl_local->log_free = 0;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* From _PG_init, when preloaded: installs the shared memory hooks. */
+void
+rl_local_init(void)
+{
+	rl_prev_request_hook = shmem_request_hook;
+	shmem_request_hook = rl_local_request;
+	rl_prev_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = rl_local_startup;
+}
+
+/* True when the table exists (the library was preloaded). */
+bool
+rl_local_ready(void)
+{
+	return rl_local != NULL;
+}
+
+/*
+ * The clock of a call, in us: the pinned one (tests), else the wall
+ * clock, never earlier than the newest wall clock any backend has seen,
+ * so that a clock stepped back grants nothing until it has caught up.
+ */
+double
+rl_local_clock(const char *pinned)
+{
+	struct timeval tv;
+	uint64		now;
+	uint64		seen;
+
+	if (pinned[0] != '0' || pinned[1] != '\0')
+	{
+		double		p = strtod(pinned, NULL);
+
+		if (p > 0)
+			return p;
+	}
+	gettimeofday(&tv, NULL);
+	now = (uint64) tv.tv_sec * 1000000 + tv.tv_usec;
+	seen = pg_atomic_read_u64(&rl_local->clock);
+	if (now <= seen)
+		return (double) seen;
+	/* One try: a failure means another backend moved it further. */
+	if (!pg_atomic_compare_exchange_u64(&rl_local->clock, &seen, now) &&
+		seen > now)
+		now = seen;
+	return (double) now;
+}
+
+uint64
+rl_local_hash(const char *key, size_t len)
+{
+	return hash_bytes_extended((const unsigned char *) key, (int) len, 0);
+}
+
+/* The partition of a hash: its top bits (the chain uses the low ones). */
+int
+rl_local_partition(uint64 hash)
+{
+	return (int) (hash >> 57) % RL_LOCAL_PARTITIONS;
+}
+
+/* Takes the locks of n distinct partitions, given in ascending order. */
+void
+rl_local_lock(const int *parts, int n)
+{
+	for (int i = 0; i < n; i++)
+		LWLockAcquire(&rl_local_locks[parts[i]].lock, LW_EXCLUSIVE);
+}
+
+void
+rl_local_unlock(const int *parts, int n)
+{
+	for (int i = n - 1; i >= 0; i--)
+		LWLockRelease(&rl_local_locks[parts[i]].lock);
+}
+
+static bool
+rl_local_same(const RlLocalEntry *e, const char *key, size_t len, uint64 hash)
+{
+	uint64		hash2;
+
+	if (e->hash != hash || e->keylen != Min(len, PG_UINT16_MAX))
+		return false;
+	if (len <= RL_LOCAL_KEY_INLINE)
+		return memcmp(e->key, key, len) == 0;
+	hash2 = hash_bytes_extended((const unsigned char *) key, (int) len,
+								RL_LOCAL_SEED2);
+	return memcmp(e->key, key, RL_LOCAL_KEY_PREFIX) == 0 &&
+		memcmp(e->key + RL_LOCAL_KEY_PREFIX, &hash2, 8) == 0;
+}
+
+/* Returns a ring to the pool. */
+static void
+rl_local_free_log(RlLocalEntry *e)
+{
+	if (e->log < 0)
+		return;
+	SpinLockAcquire(&rl_local->log_lock);
+	rl_local_logs[e->log].next = rl_local->log_free;
+	rl_local->log_free = e->log;
+	SpinLockRelease(&rl_local->log_lock);
+	e->log = -1;
+}
+
+/* Unlinks an entry from its chain and frees it (partition lock held). */
+void
+rl_local_release(RlLocalEntry *entry, uint64 hash)
+{
+	int			part = rl_local_partition(hash);
+	int32	   *link = &rl_local_buckets[part * rl_local->nbuckets +
+										 (hash & (rl_local->nbuckets - 1))];
+	int32		idx = (int32) (entry - rl_local_entries);
+
+	while (*link != -1 && *link != idx)
+		link = &rl_local_entries[*link].next;
+	Assert(*link == idx);
+	if (*link != idx)
+		return;
+	*link = entry->next;
+	rl_local_free_log(entry);
+	entry->valid = false;
+	entry->next = rl_local->part[part].free;
+	rl_local->part[part].free = idx;
+	rl_local->part[part].used--;
+}
+
+/* Frees every entry of the partition whose TTL has passed at now. */
+static void
+rl_local_reclaim(int part, double now)
+{
+	int32	   *bucket = &rl_local_buckets[part * rl_local->nbuckets];
+
+	for (int b = 0; b < rl_local->nbuckets; b++)
+	{
+		int32		idx = bucket[b];
+
+		while (idx != -1)
+		{
+			RlLocalEntry *e = &rl_local_entries[idx];
+			int32		next = e->next;
+
+			if (e->valid && (double) e->expires_at <= now)
+				rl_local_release(e, e->hash);
+			idx = next;
+		}
+	}
+}
+
+/*
+ * The entry of a key (its partition locked), or NULL.  With reserve, a
+ * missing key gets a new entry holding no state yet (valid false: the
+ * caller writes it, or releases it); *full is set when there is no room,
+ * after the partition's expired entries were reclaimed.
+ */
+RlLocalEntry *
+rl_local_find(const char *key, size_t len, uint64 hash, double now,
+			  bool reserve, bool *full)
+{
+	int			part = rl_local_partition(hash);
+	int32	   *bucket = &rl_local_buckets[part * rl_local->nbuckets +
+										   (hash & (rl_local->nbuckets - 1))];
+	RlLocalPartition *pt = &rl_local->part[part];
+	RlLocalEntry *e;
+	int32		idx;
+
+	*full = false;
+	for (idx = *bucket; idx != -1; idx = rl_local_entries[idx].next)
+	{
+		if (rl_local_same(&rl_local_entries[idx], key, len, hash))
+			return &rl_local_entries[idx];
+	}
+	if (!reserve)
+		return NULL;
+	if (pt->free == -1)
+		rl_local_reclaim(part, now);
+	if (pt->free == -1)
+	{
+		*full = true;
+		return NULL;
+	}
+	idx = pt->free;
+	e = &rl_local_entries[idx];
+	pt->free = e->next;
+	pt->used++;
+	e->hash = hash;
+	e->keylen = Min(len, PG_UINT16_MAX);
+	e->valid = false;
+	e->log = -1;
+	e->expires_at = 0;
+	memset(e->st, 0, sizeof(e->st));
+	if (len <= RL_LOCAL_KEY_INLINE)
+		memcpy(e->key, key, len);
+	else
+	{
+		uint64		hash2 = hash_bytes_extended((const unsigned char *) key,
+												(int) len, RL_LOCAL_SEED2);
+
+		memcpy(e->key, key, RL_LOCAL_KEY_PREFIX);
+		memcpy(e->key + RL_LOCAL_KEY_PREFIX, &hash2, 8);
+	}
+	e->next = *bucket;
+	*bucket = idx;
+	return e;
+}
+
+/*
+ * The sliding-log ring of an entry; with create, one is taken from the
+ * pool if the entry has none (NULL when the pool is empty).
+ */
+RlLocalLog *
+rl_local_log(RlLocalEntry *entry, bool create)
+{
+	int32		idx;
+
+	if (entry->log >= 0)
+		return &rl_local_logs[entry->log];
+	if (!create)
+		return NULL;
+	SpinLockAcquire(&rl_local->log_lock);
+	idx = rl_local->log_free;
+	if (idx != -1)
+		rl_local->log_free = rl_local_logs[idx].next;
+	SpinLockRelease(&rl_local->log_lock);
+	if (idx == -1)
+		return NULL;
+	entry->log = idx;
+	rl_local_logs[idx].head = 0;
+	rl_local_logs[idx].count = 0;
+	return &rl_local_logs[idx];
+}
+
+/*
+ * The WARNING of a call refused for want of room, at most once a second
+ * per backend; the failure is counted for rl_status() every time.
+ */
+void
+rl_local_full_warning(void)
+{
+	static TimestampTz last = 0;
+	static int64 unwarned = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	rl_counters.failures++;
+	if (last != 0 && !TimestampDifferenceExceeds(last, now, 1000))
+	{
+		unwarned++;
+		return;
+	}
+	ereport(WARNING,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("ratelimit.local_max_entries is full; %s",
+					rl_failure_mode == RL_FAIL_LOCAL ?
+					"calls that need a new entry are denied" : rl_policy_words()),
+			 errdetail("Every entry of the limiter's partition of the local engine's table holds a limiter whose state has not expired."),
+			 unwarned > 0 ?
+			 errhint("%lld further refusals were not reported. Raise ratelimit.local_max_entries (a restart is needed).",
+					 (long long) unwarned) :
+			 errhint("Raise ratelimit.local_max_entries (a restart is needed).")));
+	last = now;
+	unwarned = 0;
+}
