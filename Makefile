@@ -33,7 +33,7 @@ SHLIB_LINK += -lhiredis
 
 # pg_regress suites; each needs a Redis server reachable through the
 # settings in the server's configuration (test/check.sh provides both).
-REGRESS = basic algorithms errors settings shadow batch layered triggers postgrest examples
+REGRESS = basic algorithms burst errors settings shadow batch layered triggers postgrest examples
 REGRESS_OPTS = --load-extension=ratelimit
 
 LUA_SCRIPTS = $(wildcard lua/*.lua)

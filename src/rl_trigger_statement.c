@@ -455,7 +455,7 @@ rl_check_groups(RlTriggerConf *conf, RlGroups *groups)
 	{
 		if (list[i]->cost == 0)
 			continue;
-		if (list[i]->cost > conf->limiter.limit)
+		if (list[i]->cost > rl_capacity(&conf->limiter))
 		{
 			/* Shadow mode: a key no window can admit (rl_group_too_big). */
 			rl_counters.calls++;
