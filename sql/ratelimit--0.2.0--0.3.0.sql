@@ -157,3 +157,20 @@ DROP FUNCTION rl_peek_before_burst(text, text, bigint, interval);
 DROP FUNCTION rl_allow_many_before_burst(text[], text, bigint, interval, bigint);
 DROP FUNCTION rl_allow_many_before_burst(text[], text, bigint, interval, bigint[]);
 DROP FUNCTION rl_postgrest_guard_before_burst(text, bigint, interval, text);
+
+-- rl_acquire (issue 14)
+--
+-- Waits up to max_wait for the call to be admitted, sleeping for the
+-- retry_after_ms of each denial (cancellable, and bounded by
+-- statement_timeout), then consumes; after max_wait, the denial.
+CREATE FUNCTION rl_acquire(key text, algo text, "limit" bigint, "window" interval,
+						   cost bigint DEFAULT 1,
+						   max_wait interval DEFAULT '1 second',
+						   burst bigint DEFAULT NULL)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE EXECUTE ON FUNCTION
+	rl_acquire(text, text, bigint, interval, bigint, interval, bigint)
+FROM PUBLIC;
