@@ -28,7 +28,8 @@ OBJS = \
 	src/rl_postgrest.o \
 	src/rl_local_store.o \
 	src/rl_local_algo.o \
-	src/rl_local_run.o
+	src/rl_local_run.o \
+	src/rl_acquire.o
 
 DATA = sql/ratelimit--0.1.0.sql sql/ratelimit--0.1.0--0.2.0.sql \
 	sql/ratelimit--0.2.0.sql sql/ratelimit--0.2.0--0.3.0.sql \
@@ -40,7 +41,7 @@ SHLIB_LINK += -lhiredis
 
 # pg_regress suites; each needs a Redis server reachable through the
 # settings in the server's configuration (test/check.sh provides both).
-REGRESS = basic algorithms errors settings local shadow stats batch layered triggers postgrest examples
+REGRESS = basic algorithms burst acquire errors settings local shadow stats batch layered triggers postgrest examples
 REGRESS_OPTS = --load-extension=ratelimit
 
 LUA_SCRIPTS = $(wildcard lua/*.lua)

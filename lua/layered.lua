@@ -10,9 +10,10 @@
 --                      with its own cost (the rows for that key).
 --   KEYS[i]  rule i's state key
 --   ARGV     pinned clock (us, 0 = Redis TIME), then per rule:
---            algorithm, limit, window (us), cost;
+--            algorithm, limit, window (us), cost, burst;
 --            or, when every rule has the same limiter (a statement):
---            '=', algorithm, limit, window (us), then each rule's cost;
+--            '=', algorithm, limit, window (us), burst, then each rule's
+--            cost.  burst is the capacity (the limit when none was set).
 --            '?' instead of '=': the same, but only checked, nothing is
 --            consumed (the first round of a statement over many slots)
 -- Reply: {allowed 0/1, remaining, retry_after_ms, reset_after_ms,
@@ -49,21 +50,23 @@ local function rl_layered()
   local uniform = ARGV[2] == '=' or check_only
 
   for i = 1, #KEYS do
-    local algorithm, limit, window, cost
+    local algorithm, limit, window, cost, burst
     if uniform then
       algorithm = RL_ALGORITHMS[ARGV[3]]
       limit = num(ARGV[4])
       window = num(ARGV[5])
-      cost = num(ARGV[5 + i])
+      burst = num(ARGV[6])
+      cost = num(ARGV[6 + i])
     else
-      local base = 4 * i - 2
+      local base = 5 * i - 3
       algorithm = RL_ALGORITHMS[ARGV[base]]
       limit = num(ARGV[base + 1])
       window = num(ARGV[base + 2])
       cost = num(ARGV[base + 3])
+      burst = num(ARGV[base + 4])
     end
     local ok, left, wait, fresh, apply =
-      algorithm(KEYS[i], limit, window, cost, now)
+      algorithm(KEYS[i], limit, window, cost, now, burst)
     -- A rule asked for nothing admits (a peek), whatever its state.
     if cost == 0 then
       ok = true
@@ -71,7 +74,7 @@ local function rl_layered()
     if not ok then
       all_ok = false
     end
-    results[i] = {ok, left, wait, fresh, apply, algorithm, limit, window}
+    results[i] = {ok, left, wait, fresh, apply, algorithm, limit, window, burst}
   end
 
   local remaining, retry, reset, tightest = nil, 0, 0, 1
@@ -98,7 +101,7 @@ local function rl_layered()
       -- This rule admitted the call, but nothing is consumed: report its
       -- state as it stands, not as it would be after the call.
       local _
-      _, left, _, fresh = r[6](KEYS[i], r[7], r[8], 0, now)
+      _, left, _, fresh = r[6](KEYS[i], r[7], r[8], 0, now, r[9])
     else
       local wait = math.max(1, rl_ms(r[3]))
       if wait > retry then

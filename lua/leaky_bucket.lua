@@ -1,7 +1,7 @@
 -- leaky_bucket.lua
 --
 -- Leaky bucket used as a policer: each call pours `cost` units into a
--- bucket of size `limit` that drains continuously at `limit` per window
+-- bucket of size `burst` (the limit unless the caller set one) that drains continuously at `limit` per window
 -- and starts empty; a call that would overflow the bucket is refused.
 --
 -- State: hash {level = units x unit, ts = time of that level,
@@ -10,11 +10,11 @@
 -- current ones as of ts, then drains: no earlier call can make a later
 -- one wait longer than its own cost needs.
 
-local function leaky_bucket(key, limit, window, cost, now)
+local function leaky_bucket(key, limit, window, cost, now, burst)
   local g = rl_gcd(limit, window)
   local unit = window / g               -- one unit, in level
   local rate = limit / g                -- level drained per microsecond
-  local full = limit * unit
+  local full = burst * unit
   local level, ts = 0, now
   local st = redis.call('HMGET', key, 'level', 'ts', 'unit')
   if st[1] then

@@ -1,17 +1,17 @@
 -- token_bucket.lua
 --
--- Token bucket: capacity `limit`, refilled continuously at `limit` per
--- window, starting full.  A call takes `cost` tokens if the bucket holds
+-- Token bucket: capacity `burst` (the limit unless the caller set one),
+-- refilled continuously at `limit` per window, starting full.  A call takes `cost` tokens if the bucket holds
 -- them.
 --
 -- State: hash {credit = tokens x unit, ts = time of that credit,
 -- unit = the scale (window / gcd(limit, window)) the credit is kept in}.
 
-local function token_bucket(key, limit, window, cost, now)
+local function token_bucket(key, limit, window, cost, now, burst)
   local g = rl_gcd(limit, window)
   local unit = window / g               -- one token, in credit
   local rate = limit / g                -- credit gained per microsecond
-  local full = limit * unit
+  local full = burst * unit
   local credit, ts = full, now
   local st = redis.call('HMGET', key, 'credit', 'ts', 'unit')
   if st[1] then

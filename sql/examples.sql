@@ -136,7 +136,7 @@ END $$;
 REVOKE EXECUTE ON FUNCTION api.pre_request() FROM PUBLIC;
 GRANT USAGE ON SCHEMA api TO regress_rl_web_anon;
 GRANT EXECUTE ON FUNCTION api.pre_request() TO regress_rl_web_anon;
-GRANT EXECUTE ON FUNCTION rl_postgrest_guard(text, bigint, interval, text) TO regress_rl_web_anon;
+GRANT EXECUTE ON FUNCTION rl_postgrest_guard(text, bigint, interval, text, bigint) TO regress_rl_web_anon;
 
 -- What PostgREST does for GET /items with a JWT whose sub is "alice":
 BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY;
@@ -154,5 +154,5 @@ DROP PROCEDURE request_report(text, bigint);
 DROP FUNCTION tenant_allow(int);
 DROP TABLE reports, tenants, plans, comments, readings;
 DROP SCHEMA api CASCADE;
-REVOKE EXECUTE ON FUNCTION rl_postgrest_guard(text, bigint, interval, text) FROM regress_rl_web_anon;
+REVOKE EXECUTE ON FUNCTION rl_postgrest_guard(text, bigint, interval, text, bigint) FROM regress_rl_web_anon;
 DROP ROLE regress_rl_web_anon;

@@ -125,9 +125,12 @@ SELECT has_function_privilege('public', 'rl_reset_layered(text, rl_rule[])', 'EX
 
 -- Bad input, all checked before Redis is asked.
 SELECT layered_error($$SELECT * FROM rl_allow_layered(NULL, layered_rules())$$);
+SELECT layered_error($$SELECT * FROM rl_allow_layered('layered:x', NULL::rl_rule[])$$);
+SELECT layered_error($$SELECT * FROM rl_allow_layered('layered:x', NULL::rl_burst_rule[])$$);
+-- Untyped, the rules match both rl_rule[] and rl_burst_rule[] (0.3.0).
 SELECT layered_error($$SELECT * FROM rl_allow_layered('layered:x', NULL)$$);
 SELECT layered_error($$SELECT * FROM rl_allow_layered('layered:x', layered_rules(), NULL)$$);
-SELECT layered_error($$SELECT * FROM rl_allow_layered('layered:x', '{}')$$);
+SELECT layered_error($$SELECT * FROM rl_allow_layered('layered:x', '{}'::rl_rule[])$$);
 SELECT layered_error($$SELECT * FROM rl_allow_layered('layered:x', ARRAY[NULL]::rl_rule[])$$);
 SELECT layered_error($$SELECT * FROM rl_allow_layered('layered:x', ARRAY[('gcra', NULL, '1 second')]::rl_rule[])$$);
 SELECT layered_error($$SELECT * FROM rl_allow_layered('layered:x', ARRAY[('gcra', 5, NULL)]::rl_rule[])$$);

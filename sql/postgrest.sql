@@ -26,7 +26,7 @@ REVOKE EXECUTE ON FUNCTION pgrst_api.pre_request() FROM PUBLIC;
 GRANT USAGE ON SCHEMA pgrst_api TO regress_rl_pgrst_anon, regress_rl_pgrst_user;
 GRANT EXECUTE ON FUNCTION pgrst_api.pre_request()
 	TO regress_rl_pgrst_anon, regress_rl_pgrst_user;
-GRANT EXECUTE ON FUNCTION rl_postgrest_guard(text, bigint, interval, text)
+GRANT EXECUTE ON FUNCTION rl_postgrest_guard(text, bigint, interval, text, bigint)
 	TO regress_rl_pgrst_anon, regress_rl_pgrst_user;
 
 -- Runs a call and returns the error as PostgREST reads it.
@@ -382,7 +382,7 @@ FROM pgrst_call($$INSERT INTO pgrst_bulk VALUES (1), (1), (1)$$);
 ROLLBACK;
 
 DROP TABLE pgrst_comments, pgrst_bulk;
-REVOKE EXECUTE ON FUNCTION rl_postgrest_guard(text, bigint, interval, text)
+REVOKE EXECUTE ON FUNCTION rl_postgrest_guard(text, bigint, interval, text, bigint)
 	FROM regress_rl_pgrst_anon, regress_rl_pgrst_user;
 DROP SCHEMA pgrst_api CASCADE;
 DROP FUNCTION pgrst_counted(int, text, text);

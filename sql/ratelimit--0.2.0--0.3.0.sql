@@ -138,3 +138,171 @@ REVOKE EXECUTE ON FUNCTION rl_stats(), rl_stats_rtt(), rl_stats_limiters(),
 GRANT EXECUTE ON FUNCTION rl_stats(), rl_stats_rtt(), rl_stats_limiters()
 	TO pg_monitor;
 GRANT SELECT ON rl_stats, rl_stats_rtt, rl_stats_limiters TO pg_monitor;
+
+-- Burst (issue 14)
+--
+-- A capacity (burst) apart from the rate.  Layered rules with a burst
+-- are of a new type, rl_burst_rule; functions whose argument list grows
+-- are created anew.  The old ones are
+-- renamed first, so that the grants an administrator made on them can be
+-- copied to the new ones (PUBLIC, revoked since 0.2.0, stays revoked
+-- unless an administrator granted it), and then dropped.  A view that
+-- calls one of them would keep the upgrade from dropping it: recreate
+-- such views after ALTER EXTENSION ... UPDATE.
+ALTER FUNCTION rl_allow(text, text, bigint, interval, bigint)
+	RENAME TO rl_allow_before_burst;
+ALTER FUNCTION rl_peek(text, text, bigint, interval)
+	RENAME TO rl_peek_before_burst;
+ALTER FUNCTION rl_allow_many(text[], text, bigint, interval, bigint)
+	RENAME TO rl_allow_many_before_burst;
+ALTER FUNCTION rl_allow_many(text[], text, bigint, interval, bigint[])
+	RENAME TO rl_allow_many_before_burst;
+ALTER FUNCTION rl_postgrest_guard(text, bigint, interval, text)
+	RENAME TO rl_postgrest_guard_before_burst;
+CREATE FUNCTION rl_allow(key text, algo text, "limit" bigint, "window" interval,
+						 cost bigint DEFAULT 1, burst bigint DEFAULT NULL)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_allow'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_peek(key text, algo text, "limit" bigint, "window" interval,
+						burst bigint DEFAULT NULL)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_peek'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Batches: one row per key, in array order, all checks in one round trip.
+CREATE FUNCTION rl_allow_many(keys text[], algo text, "limit" bigint,
+							  "window" interval, cost bigint DEFAULT 1,
+							  burst bigint DEFAULT NULL)
+RETURNS TABLE(key text, allowed boolean, remaining bigint,
+			  retry_after_ms bigint, reset_after_ms bigint)
+AS 'MODULE_PATHNAME', 'rl_allow_many'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+CREATE FUNCTION rl_allow_many(keys text[], algo text, "limit" bigint,
+							  "window" interval, costs bigint[],
+							  burst bigint DEFAULT NULL)
+RETURNS TABLE(key text, allowed boolean, remaining bigint,
+			  retry_after_ms bigint, reset_after_ms bigint)
+AS 'MODULE_PATHNAME', 'rl_allow_many'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+-- PostgREST: call from the db-pre-request function.  Denied requests get
+-- HTTP 429 with Retry-After and RateLimit headers.
+CREATE FUNCTION rl_postgrest_guard(algo text, "limit" bigint, "window" interval,
+								   key text DEFAULT NULL,
+								   burst bigint DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rl_postgrest_guard'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE EXECUTE ON FUNCTION
+	rl_allow(text, text, bigint, interval, bigint, bigint),
+	rl_peek(text, text, bigint, interval, bigint),
+	rl_allow_many(text[], text, bigint, interval, bigint, bigint),
+	rl_allow_many(text[], text, bigint, interval, bigint[], bigint),
+	rl_postgrest_guard(text, bigint, interval, text, bigint)
+FROM PUBLIC;
+
+-- Layered rules with a burst.  rl_rule keeps its three attributes: a
+-- fourth would make every ('gcra', 5, '1 second')::rl_rule written for
+-- 0.2.0 an error ("Input has too few columns").
+CREATE TYPE rl_burst_rule AS (
+	algo text,
+	"limit" bigint,
+	"window" interval,
+	burst bigint
+);
+
+CREATE FUNCTION rl_allow_layered(key text, rules rl_burst_rule[], cost bigint DEFAULT 1)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_allow_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_peek_layered(key text, rules rl_burst_rule[])
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_peek_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_reset_layered(key text, rules rl_burst_rule[])
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_reset_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE EXECUTE ON FUNCTION
+	rl_allow_layered(text, rl_burst_rule[], bigint),
+	rl_peek_layered(text, rl_burst_rule[]),
+	rl_reset_layered(text, rl_burst_rule[])
+FROM PUBLIC;
+
+-- The old functions' grants, copied.  GRANT in an extension script also
+-- records the grant as the function's initial privilege (pg_init_privs),
+-- which pg_dump would then leave out of a dump; the initial privileges
+-- are set back to the ones this script gave, as a fresh install has them.
+DO $$
+DECLARE
+	pair record;
+	item record;
+	init aclitem[];
+BEGIN
+	FOR pair IN
+		SELECT old::regprocedure::oid AS old, new::regprocedure::oid AS new
+		FROM (VALUES
+			('rl_allow_before_burst(text, text, bigint, interval, bigint)',
+			 'rl_allow(text, text, bigint, interval, bigint, bigint)'),
+			('rl_peek_before_burst(text, text, bigint, interval)',
+			 'rl_peek(text, text, bigint, interval, bigint)'),
+			('rl_allow_many_before_burst(text[], text, bigint, interval, bigint)',
+			 'rl_allow_many(text[], text, bigint, interval, bigint, bigint)'),
+			('rl_allow_many_before_burst(text[], text, bigint, interval, bigint[])',
+			 'rl_allow_many(text[], text, bigint, interval, bigint[], bigint)'),
+			('rl_postgrest_guard_before_burst(text, bigint, interval, text)',
+			 'rl_postgrest_guard(text, bigint, interval, text, bigint)')
+		) AS v(old, new)
+	LOOP
+		SELECT initprivs INTO init FROM pg_init_privs
+		WHERE objoid = pair.new AND classoid = 'pg_proc'::regclass
+			AND objsubid = 0;
+		FOR item IN
+			SELECT a.grantee, a.is_grantable
+			FROM pg_proc p, aclexplode(p.proacl) a
+			WHERE p.oid = pair.old AND a.privilege_type = 'EXECUTE'
+				AND a.grantee <> p.proowner
+		LOOP
+			EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
+						   pair.new::regprocedure,
+						   CASE WHEN item.grantee = 0 THEN 'PUBLIC'
+						   ELSE quote_ident(pg_get_userbyid(item.grantee)) END,
+						   CASE WHEN item.is_grantable
+						   THEN ' WITH GRANT OPTION' ELSE '' END);
+		END LOOP;
+		UPDATE pg_init_privs SET initprivs = init
+		WHERE objoid = pair.new AND classoid = 'pg_proc'::regclass
+			AND objsubid = 0;
+	END LOOP;
+END
+$$;
+
+DROP FUNCTION rl_allow_before_burst(text, text, bigint, interval, bigint);
+DROP FUNCTION rl_peek_before_burst(text, text, bigint, interval);
+DROP FUNCTION rl_allow_many_before_burst(text[], text, bigint, interval, bigint);
+DROP FUNCTION rl_allow_many_before_burst(text[], text, bigint, interval, bigint[]);
+DROP FUNCTION rl_postgrest_guard_before_burst(text, bigint, interval, text);
+
+-- rl_acquire (issue 14)
+--
+-- Waits up to max_wait for the call to be admitted, sleeping for the
+-- retry_after_ms of each denial (cancellable, and bounded by
+-- statement_timeout), then consumes; after max_wait, the denial.
+CREATE FUNCTION rl_acquire(key text, algo text, "limit" bigint, "window" interval,
+						   cost bigint DEFAULT 1,
+						   max_wait interval DEFAULT '1 second',
+						   burst bigint DEFAULT NULL)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE EXECUTE ON FUNCTION
+	rl_acquire(text, text, bigint, interval, bigint, interval, bigint)
+FROM PUBLIC;

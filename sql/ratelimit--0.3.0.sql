@@ -13,16 +13,7 @@ CREATE TYPE rl_result AS (
 
 -- Not STRICT: a NULL argument raises an error instead of returning a NULL
 -- row, which "IF NOT (rl_allow(...)).allowed" would silently let through.
-CREATE FUNCTION rl_allow(key text, algo text, "limit" bigint, "window" interval,
-						 cost bigint DEFAULT 1)
-RETURNS rl_result
-AS 'MODULE_PATHNAME', 'rl_allow'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
-CREATE FUNCTION rl_peek(key text, algo text, "limit" bigint, "window" interval)
-RETURNS rl_result
-AS 'MODULE_PATHNAME', 'rl_peek'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
+-- rl_allow and rl_peek: see "Burst (issue 14)" below.
 
 CREATE FUNCTION rl_reset(key text, algo text)
 RETURNS boolean
@@ -49,20 +40,7 @@ AS 'MODULE_PATHNAME', 'rl_status'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 
--- Batches: one row per key, in array order, all checks in one round trip.
-CREATE FUNCTION rl_allow_many(keys text[], algo text, "limit" bigint,
-							  "window" interval, cost bigint DEFAULT 1)
-RETURNS TABLE(key text, allowed boolean, remaining bigint,
-			  retry_after_ms bigint, reset_after_ms bigint)
-AS 'MODULE_PATHNAME', 'rl_allow_many'
-LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
-
-CREATE FUNCTION rl_allow_many(keys text[], algo text, "limit" bigint,
-							  "window" interval, costs bigint[])
-RETURNS TABLE(key text, allowed boolean, remaining bigint,
-			  retry_after_ms bigint, reset_after_ms bigint)
-AS 'MODULE_PATHNAME', 'rl_allow_many'
-LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+-- Batches (rl_allow_many): see "Burst (issue 14)" below.
 
 -- Layered limits: every rule admits the call, or none is charged.
 CREATE TYPE rl_rule AS (
@@ -91,7 +69,7 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- REFERENCING NEW TABLE AS rl_new FOR EACH STATEMENT, or a BEFORE ... FOR
 -- EACH ROW trigger that counts plus an AFTER ... FOR EACH STATEMENT one
 -- that checks, with the same arguments).  Arguments: key columns, algo,
--- limit, window[, on_deny 'raise' | 'skip'[, cost column]].
+-- limit, window[, on_deny 'raise' | 'skip'[, cost column]][, 'burst=N'].
 CREATE FUNCTION rl_throttle()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'rl_throttle'
@@ -102,13 +80,7 @@ RETURNS trigger
 AS 'MODULE_PATHNAME', 'rl_throttle_statement'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
--- PostgREST: call from the db-pre-request function.  Denied requests get
--- HTTP 429 with Retry-After and RateLimit headers.
-CREATE FUNCTION rl_postgrest_guard(algo text, "limit" bigint, "window" interval,
-								   key text DEFAULT NULL)
-RETURNS void
-AS 'MODULE_PATHNAME', 'rl_postgrest_guard'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
+-- PostgREST (rl_postgrest_guard): see "Burst (issue 14)" below.
 
 -- Privileges.  Every function here consumes, reads or resets limiters
 -- that other roles rely on, so none is executable by PUBLIC: whoever may
@@ -117,18 +89,113 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- functions need EXECUTE only to create a trigger; the trigger then fires
 -- for every role that may write the table.
 REVOKE EXECUTE ON FUNCTION
-	rl_allow(text, text, bigint, interval, bigint),
-	rl_peek(text, text, bigint, interval),
 	rl_reset(text, text),
 	rl_status(),
-	rl_allow_many(text[], text, bigint, interval, bigint),
-	rl_allow_many(text[], text, bigint, interval, bigint[]),
 	rl_allow_layered(text, rl_rule[], bigint),
 	rl_peek_layered(text, rl_rule[]),
 	rl_reset_layered(text, rl_rule[]),
 	rl_throttle(),
-	rl_throttle_statement(),
-	rl_postgrest_guard(text, bigint, interval, text)
+	rl_throttle_statement()
+FROM PUBLIC;
+
+-- Burst (issue 14)
+--
+-- token_bucket, leaky_bucket and gcra take a capacity (burst) apart from
+-- their rate (limit per window); NULL keeps the capacity at the limit.
+-- Not STRICT: a NULL argument raises an error instead of returning a NULL
+-- row, which "IF NOT (rl_allow(...)).allowed" would silently let through.
+CREATE FUNCTION rl_allow(key text, algo text, "limit" bigint, "window" interval,
+						 cost bigint DEFAULT 1, burst bigint DEFAULT NULL)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_allow'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_peek(key text, algo text, "limit" bigint, "window" interval,
+						burst bigint DEFAULT NULL)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_peek'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Batches: one row per key, in array order, all checks in one round trip.
+CREATE FUNCTION rl_allow_many(keys text[], algo text, "limit" bigint,
+							  "window" interval, cost bigint DEFAULT 1,
+							  burst bigint DEFAULT NULL)
+RETURNS TABLE(key text, allowed boolean, remaining bigint,
+			  retry_after_ms bigint, reset_after_ms bigint)
+AS 'MODULE_PATHNAME', 'rl_allow_many'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+CREATE FUNCTION rl_allow_many(keys text[], algo text, "limit" bigint,
+							  "window" interval, costs bigint[],
+							  burst bigint DEFAULT NULL)
+RETURNS TABLE(key text, allowed boolean, remaining bigint,
+			  retry_after_ms bigint, reset_after_ms bigint)
+AS 'MODULE_PATHNAME', 'rl_allow_many'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+-- PostgREST: call from the db-pre-request function.  Denied requests get
+-- HTTP 429 with Retry-After and RateLimit headers.
+CREATE FUNCTION rl_postgrest_guard(algo text, "limit" bigint, "window" interval,
+								   key text DEFAULT NULL,
+								   burst bigint DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rl_postgrest_guard'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE EXECUTE ON FUNCTION
+	rl_allow(text, text, bigint, interval, bigint, bigint),
+	rl_peek(text, text, bigint, interval, bigint),
+	rl_allow_many(text[], text, bigint, interval, bigint, bigint),
+	rl_allow_many(text[], text, bigint, interval, bigint[], bigint),
+	rl_postgrest_guard(text, bigint, interval, text, bigint)
+FROM PUBLIC;
+
+-- Layered rules with a burst.  rl_rule keeps its three attributes: a
+-- fourth would make every ('gcra', 5, '1 second')::rl_rule written for
+-- 0.2.0 an error ("Input has too few columns").
+CREATE TYPE rl_burst_rule AS (
+	algo text,
+	"limit" bigint,
+	"window" interval,
+	burst bigint
+);
+
+CREATE FUNCTION rl_allow_layered(key text, rules rl_burst_rule[], cost bigint DEFAULT 1)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_allow_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_peek_layered(key text, rules rl_burst_rule[])
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_peek_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_reset_layered(key text, rules rl_burst_rule[])
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_reset_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE EXECUTE ON FUNCTION
+	rl_allow_layered(text, rl_burst_rule[], bigint),
+	rl_peek_layered(text, rl_burst_rule[]),
+	rl_reset_layered(text, rl_burst_rule[])
+FROM PUBLIC;
+
+-- rl_acquire (issue 14)
+--
+-- Waits up to max_wait for the call to be admitted, sleeping for the
+-- retry_after_ms of each denial (cancellable, and bounded by
+-- statement_timeout), then consumes; after max_wait, the denial.
+CREATE FUNCTION rl_acquire(key text, algo text, "limit" bigint, "window" interval,
+						   cost bigint DEFAULT 1,
+						   max_wait interval DEFAULT '1 second',
+						   burst bigint DEFAULT NULL)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE EXECUTE ON FUNCTION
+	rl_acquire(text, text, bigint, interval, bigint, interval, bigint)
 FROM PUBLIC;
 
 -- Cluster counters in rl_status (issue 12): redirects (MOVED and ASK

@@ -124,8 +124,8 @@ FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid
 	AND d.classid = 'pg_proc'::regclass AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'ratelimit'
 ORDER BY p.oid::regprocedure::text;
-GRANT EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint),
-	rl_peek(text, text, bigint, interval) TO regress_rl_plain;
+GRANT EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint, bigint),
+	rl_peek(text, text, bigint, interval, bigint) TO regress_rl_plain;
 SET ROLE regress_rl_plain;
 -- Granted rl_allow and rl_peek, the role still may not reset or list.
 SELECT * FROM rl_allow('settings:plain', 'gcra', 5, '1 minute');
@@ -135,8 +135,8 @@ SELECT rl_reset('settings:plain', 'gcra');
 SELECT * FROM rl_status();
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint),
-	rl_peek(text, text, bigint, interval) FROM regress_rl_plain;
+REVOKE EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint, bigint),
+	rl_peek(text, text, bigint, interval, bigint) FROM regress_rl_plain;
 DROP ROLE regress_rl_plain;
 
 -- The password is shown masked, to every role that may read it at all:

@@ -110,6 +110,7 @@ rl_check_many_once(const RlLimiter *limiter, char **keys, int *keylens,
 	int		   *slot = palloc(sizeof(int) * n);
 	char		limit[24];
 	char		window[24];
+	char		burst[24];
 	const char *clock = rl_clock_arg();
 	uint64		epoch = rl_cache_epoch();
 	int			m = 0;
@@ -119,6 +120,7 @@ rl_check_many_once(const RlLimiter *limiter, char **keys, int *keylens,
 	{
 		snprintf(limit, sizeof(limit), INT64_FORMAT, limiter->limit);
 		snprintf(window, sizeof(window), INT64_FORMAT, limiter->window_us);
+		snprintf(burst, sizeof(burst), INT64_FORMAT, limiter->burst);
 	}
 	rl_counters.calls += n;
 	for (int i = 0; i < n; i++)
@@ -148,12 +150,16 @@ rl_check_many_once(const RlLimiter *limiter, char **keys, int *keylens,
 			}
 			continue;
 		}
-		rl_script_call_init(call, limiter->algorithm, 1, 5);
+		/* A burst is a sixth argument, sent only when one is set. */
+		rl_script_call_init(call, limiter->algorithm, 1,
+							limiter->burst > 0 ? 6 : 5);
 		rl_script_call_set(call, 0, rkey);
 		rl_script_call_set(call, 1, limit);
 		rl_script_call_set(call, 2, window);
 		rl_script_call_set(call, 3, psprintf(INT64_FORMAT, costs[i]));
 		rl_script_call_set(call, 4, clock);
+		if (limiter->burst > 0)
+			rl_script_call_set(call, 5, burst);
 		slot[m++] = i;
 	}
 	if (m == 0)
@@ -221,9 +227,13 @@ rl_result_desc(FunctionCallInfo fcinfo)
 	return desc;
 }
 
-/* Shared by rl_allow and rl_peek: argument checks, then one check. */
+/*
+ * Shared by rl_allow and rl_peek: argument checks, then one check.
+ * burstarg is the position of the burst argument, which 0.1.0 and 0.2.0
+ * definitions lack (rl_burst_arg).
+ */
 static Datum
-rl_allow_internal(FunctionCallInfo fcinfo, int64 cost)
+rl_allow_internal(FunctionCallInfo fcinfo, int64 cost, int burstarg)
 {
 	RlLimiter	limiter;
 	RlAnswer	answer;
@@ -234,6 +244,7 @@ rl_allow_internal(FunctionCallInfo fcinfo, int64 cost)
 	limiter.algorithm = rl_parse_algorithm(PG_GETARG_TEXT_PP(1));
 	limiter.limit = PG_GETARG_INT64(2);
 	limiter.window_us = rl_window_us(PG_GETARG_INTERVAL_P(3));
+	limiter.burst = rl_burst_arg(fcinfo, burstarg);
 	rl_check_limiter(&limiter);
 	rl_check_cost(cost, &limiter);
 
@@ -242,7 +253,8 @@ rl_allow_internal(FunctionCallInfo fcinfo, int64 cost)
 }
 
 /*
- * rl_allow(key, algo, limit, window, cost DEFAULT 1) RETURNS rl_result
+ * rl_allow(key, algo, limit, window, cost DEFAULT 1, burst DEFAULT NULL)
+ *	 RETURNS rl_result
  *
  * Asks for cost units of key's limiter; a denied call consumes nothing.
  */
@@ -250,15 +262,15 @@ Datum
 rl_allow(PG_FUNCTION_ARGS)
 {
 	rl_require_args(fcinfo, 5);
-	return rl_allow_internal(fcinfo, PG_GETARG_INT64(4));
+	return rl_allow_internal(fcinfo, PG_GETARG_INT64(4), 5);
 }
 
-/* rl_peek(key, algo, limit, window): rl_allow's answer for cost 0. */
+/* rl_peek(key, algo, limit, window, burst DEFAULT NULL): cost 0. */
 Datum
 rl_peek(PG_FUNCTION_ARGS)
 {
 	rl_require_args(fcinfo, 4);
-	return rl_allow_internal(fcinfo, 0);
+	return rl_allow_internal(fcinfo, 0, 4);
 }
 
 /*

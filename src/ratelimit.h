@@ -70,9 +70,17 @@ typedef enum RlRedisMode
 typedef struct RlLimiter
 {
 	RlAlgorithm algorithm;
-	int64		limit;
+	int64		limit;			/* the sustained rate: limit per window */
 	int64		window_us;
+	int64		burst;			/* capacity of the buckets and GCRA; 0: limit */
 } RlLimiter;
+
+/* The most one call can ask for: the burst where one is set, else the limit. */
+static inline int64
+rl_capacity(const RlLimiter *limiter)
+{
+	return limiter->burst > 0 ? limiter->burst : limiter->limit;
+}
 
 /* The answer of one check, as rl_result reports it. */
 typedef struct RlAnswer
@@ -113,6 +121,8 @@ extern RlAlgorithm rl_parse_algorithm(text *algo);
 extern const char *rl_algorithm_name(RlAlgorithm algorithm);
 extern int64 rl_window_us(Interval *window);
 extern void rl_check_limiter(const RlLimiter *limiter);
+extern int64 rl_burst_arg(FunctionCallInfo fcinfo, int argno);
+extern int64 rl_check_burst(int64 burst);
 extern void rl_check_cost(int64 cost, const RlLimiter *limiter);
 extern char *rl_check_key(text *key, int *len);
 extern char *rl_redis_key(const char *key, int keylen, const RlLimiter *limiter,

@@ -129,12 +129,20 @@ rl_window_us(Interval *window)
 	return (int64) us;
 }
 
-/* Limits a limiter can keep: at least one unit, and no more than its cap. */
+/*
+ * Limits a limiter can keep: at least one unit, and no more than its cap.
+ * A burst is the capacity of the buckets and GCRA, apart from their rate;
+ * the window algorithms count calls per window and have no capacity of
+ * their own, so a burst there would be a number that changes nothing.
+ */
 void
 rl_check_limiter(const RlLimiter *limiter)
 {
 	int64		cap = limiter->algorithm == RL_SLIDING_LOG ?
 		RL_MAX_LOG_LIMIT : RL_MAX_LIMIT;
+	bool		gradual = limiter->algorithm == RL_TOKEN_BUCKET ||
+		limiter->algorithm == RL_LEAKY_BUCKET ||
+		limiter->algorithm == RL_GCRA;
 
 	if (limiter->limit < 1)
 		ereport(ERROR,
@@ -156,18 +164,30 @@ rl_check_limiter(const RlLimiter *limiter)
 				 errdetail("The local engine keeps a sliding log's calls in a ring of fixed size."),
 				 errhint("Use sliding_counter or gcra for larger limits, or ratelimit.engine = redis.")));
 
+	if (limiter->burst != 0 && !gradual)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("burst applies only to token_bucket, leaky_bucket and gcra, not to %s",
+						rl_algorithm_name(limiter->algorithm)),
+				 errdetail("A window algorithm admits limit calls per window; it has no capacity apart from its limit."),
+				 errhint("Leave burst null, or use token_bucket, leaky_bucket or gcra.")));
+	if (limiter->burst > RL_MAX_LIMIT)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("burst must be at most " INT64_FORMAT, RL_MAX_LIMIT)));
+
 	/*
 	 * The buckets and GCRA count in steps of window / gcd(limit, window)
-	 * microseconds; their scripts are exact while limit times that step
-	 * fits a double's 53-bit mantissa.  Round numbers always fit (10^9 per
-	 * day does); a prime limit over a long, odd window may not.
+	 * microseconds; their scripts are exact while the capacity (limit, or
+	 * the burst) times that step fits a double's 53-bit mantissa.  Round
+	 * numbers always fit (10^9 per day does); a prime limit over a long,
+	 * odd window may not.
 	 */
-	if (limiter->algorithm == RL_TOKEN_BUCKET ||
-		limiter->algorithm == RL_LEAKY_BUCKET ||
-		limiter->algorithm == RL_GCRA)
+	if (gradual)
 	{
 		int64		a = limiter->limit;
 		int64		b = limiter->window_us;
+		int64		most = Max(limiter->limit, rl_capacity(limiter));
 
 		while (b != 0)
 		{
@@ -176,18 +196,48 @@ rl_check_limiter(const RlLimiter *limiter)
 			a = b;
 			b = t;
 		}
-		if (limiter->limit > (INT64CONST(1) << 53) / (limiter->window_us / a))
+		if (most > (INT64CONST(1) << 53) / (limiter->window_us / a))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("rate limit " INT64_FORMAT " per " INT64_FORMAT " microseconds is too fine for %s",
 							limiter->limit, limiter->window_us,
 							rl_algorithm_name(limiter->algorithm)),
+					 limiter->burst > limiter->limit ?
+					 errdetail("burst x window / gcd(limit, window in microseconds) must stay below 2^53 for exact arithmetic.") :
 					 errdetail("limit x window / gcd(limit, window in microseconds) must stay below 2^53 for exact arithmetic."),
 					 errhint("Round the limit or the window, for example to whole seconds.")));
 	}
 }
 
-/* A cost above the limit could never pass; saying so beats denying forever. */
+/*
+ * The optional burst argument argno: 0 (none) when the function has no
+ * such argument (a 0.1.0 or 0.2.0 definition) or it is NULL.  0 itself is
+ * no capacity at all, so only 1 and more are bursts.
+ */
+int64
+rl_burst_arg(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return 0;
+	return rl_check_burst(PG_GETARG_INT64(argno));
+}
+
+/* A burst given (not NULL) must hold at least one unit. */
+int64
+rl_check_burst(int64 burst)
+{
+	if (burst < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("burst must be at least 1"),
+				 errhint("Leave burst null for a capacity equal to the limit.")));
+	return burst;
+}
+
+/*
+ * A cost above the capacity could never pass; saying so beats denying
+ * forever.  The capacity is the limit, or the burst where one is set.
+ */
 void
 rl_check_cost(int64 cost, const RlLimiter *limiter)
 {
@@ -195,7 +245,13 @@ rl_check_cost(int64 cost, const RlLimiter *limiter)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cost must not be negative")));
-	if (cost > limiter->limit)
+	if (limiter->burst > 0 && cost > limiter->burst)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cost " INT64_FORMAT " exceeds the burst " INT64_FORMAT,
+						cost, limiter->burst),
+				 errdetail("A call that costs more than the burst can never be allowed.")));
+	if (limiter->burst == 0 && cost > limiter->limit)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cost " INT64_FORMAT " exceeds the limit " INT64_FORMAT,

@@ -74,12 +74,14 @@ rl_has_cost_array(FunctionCallInfo fcinfo)
 	int			nargs;
 
 	get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
-	return nargs == 5 && argtypes[4] == INT8ARRAYOID;
+	return nargs >= 5 && argtypes[4] == INT8ARRAYOID;
 }
 
 /*
- * rl_allow_many(keys text[], algo, limit, window, cost bigint DEFAULT 1)
- * rl_allow_many(keys text[], algo, limit, window, costs bigint[])
+ * rl_allow_many(keys text[], algo, limit, window, cost bigint DEFAULT 1,
+ *				 burst bigint DEFAULT NULL)
+ * rl_allow_many(keys text[], algo, limit, window, costs bigint[],
+ *				 burst bigint DEFAULT NULL)
  *	 RETURNS TABLE(key, allowed, remaining, retry_after_ms, reset_after_ms)
  *
  * One row per key, in array order.  A key listed twice is checked twice,
@@ -115,6 +117,7 @@ rl_allow_many(PG_FUNCTION_ARGS)
 	limiter.algorithm = rl_parse_algorithm(PG_GETARG_TEXT_PP(1));
 	limiter.limit = PG_GETARG_INT64(2);
 	limiter.window_us = rl_window_us(PG_GETARG_INTERVAL_P(3));
+	limiter.burst = rl_burst_arg(fcinfo, 5);
 	rl_check_limiter(&limiter);
 
 	costs = palloc(sizeof(int64) * Max(n, 1));

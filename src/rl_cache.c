@@ -56,6 +56,7 @@ typedef struct RlCacheEntry
 	char	   *rkey;			/* the Redis key, to rule out collisions */
 	int64		limit;
 	int64		window_us;
+	int64		burst;
 	int64		cost;			/* denied for this cost */
 	int64		remaining;
 	int64		until;			/* denied until then (rl_cache_now) */
@@ -233,7 +234,7 @@ rl_cache_enabled(void)
 
 /*
  * Answers a call from the cache if a live denial covers it: same limiter,
- * same limit, window and cost.
+ * same limit, window, burst and cost.
  */
 bool
 rl_cache_lookup(const char *rkey, const RlLimiter *limiter, int64 cost,
@@ -249,7 +250,7 @@ rl_cache_lookup(const char *rkey, const RlLimiter *limiter, int64 cost,
 	entry = hash_search(rl_cache, &hash, HASH_FIND, NULL);
 	if (entry == NULL || strcmp(entry->rkey, rkey) != 0 ||
 		entry->limit != limiter->limit || entry->window_us != limiter->window_us ||
-		cost != entry->cost)
+		entry->burst != limiter->burst || cost != entry->cost)
 		return false;
 
 	now = rl_cache_now();
@@ -316,6 +317,7 @@ rl_cache_remember(const char *rkey, const RlLimiter *limiter, int64 cost,
 	entry->rkey = MemoryContextStrdup(rl_cache_cxt, rkey);
 	entry->limit = limiter->limit;
 	entry->window_us = limiter->window_us;
+	entry->burst = limiter->burst;
 	entry->cost = cost;
 	entry->remaining = answer->remaining;
 	entry->until = now + answer->retry_after_ms * 1000;

@@ -230,20 +230,20 @@ rl_group_too_big(RlTriggerConf *conf, RlGroup *group)
 	 */
 	if (!rl_enforce)
 	{
-		group->cost = conf->limiter.limit + 1;
+		group->cost = rl_capacity(&conf->limiter) + 1;
 		return;
 	}
 	desc = rl_group_desc(conf, group);
 
 	if (!rl_trigger_may_read(conf, false))
 		detail = psprintf("The statement's rows for one key cost more than " INT64_FORMAT " in total, which no window can admit.",
-						  conf->limiter.limit);
+						  rl_capacity(&conf->limiter));
 	else if (conf->costcol == 0)
 		detail = psprintf("The statement writes more than " INT64_FORMAT " rows for key %s, which no window can admit.",
-						  conf->limiter.limit, desc);
+						  rl_capacity(&conf->limiter), desc);
 	else
 		detail = psprintf("The statement's rows for key %s cost more than " INT64_FORMAT " in total (column \"%s\"), which no window can admit.",
-						  desc, conf->limiter.limit, conf->costname);
+						  desc, rl_capacity(&conf->limiter), conf->costname);
 	answer.known = false;
 	answer.retry_after_ms = (conf->limiter.window_us + 999) / 1000;
 	rl_trigger_raise(conf, detail,
@@ -374,10 +374,10 @@ rl_groups_count(RlGroups *groups, RlTriggerConf *conf, uint32 hash,
 	g = entry->key.group;
 	/* Each cost is at most the limit, and we stop past it: no overflow. */
 	groups->costs[g] += cost;
-	if (groups->costs[g] > conf->limiter.limit)
+	if (groups->costs[g] > rl_capacity(&conf->limiter))
 	{
 		rl_group_too_big(conf, groups->order[g]);
-		groups->costs[g] = conf->limiter.limit + 1;	/* shadow mode */
+		groups->costs[g] = rl_capacity(&conf->limiter) + 1;	/* shadow mode */
 	}
 }
 
@@ -530,7 +530,7 @@ rl_groups_finish(RlGroups *groups, RlTriggerConf *conf, int *ngroups)
 			merged[m++] = group;
 		}
 		group->cost += from->cost;
-		if (group->cost > conf->limiter.limit)
+		if (group->cost > rl_capacity(&conf->limiter))
 			rl_group_too_big(conf, group);
 	}
 	MemoryContextSwitchTo(old);

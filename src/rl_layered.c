@@ -26,6 +26,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 
 #include "rl_cache.h"
 #include "rl_scripts.h"
@@ -71,6 +72,7 @@ rl_check_rules_once(char **redis_keys, const RlLimiter *limiters,
 	char	   *limit = NULL;
 	char	   *window = NULL;
 	char	   *cost = NULL;
+	char	   *burst = NULL;
 	bool		uniform = n > 1;
 
 	rl_counters.calls++;
@@ -85,10 +87,12 @@ rl_check_rules_once(char **redis_keys, const RlLimiter *limiters,
 	for (int i = 1; i < n && uniform; i++)
 		uniform = limiters[i].algorithm == limiters[0].algorithm &&
 			limiters[i].limit == limiters[0].limit &&
-			limiters[i].window_us == limiters[0].window_us;
+			limiters[i].window_us == limiters[0].window_us &&
+			limiters[i].burst == limiters[0].burst;
 
+	/* Each rule's capacity (its burst, or its limit) goes with it. */
 	rl_script_call_init(&call, RL_SCRIPT_LAYERED, n,
-						uniform ? 2 * n + 5 : 5 * n + 1);
+						uniform ? 2 * n + 6 : 6 * n + 1);
 	for (int i = 0; i < n; i++)
 		rl_script_call_set(&call, p++, redis_keys[i]);
 	rl_script_call_set(&call, p++, rl_clock_arg());
@@ -99,6 +103,7 @@ rl_check_rules_once(char **redis_keys, const RlLimiter *limiters,
 		rl_script_call_set(&call, p++, rl_algorithm_name(limiters[0].algorithm));
 		rl_script_call_set(&call, p++, psprintf(INT64_FORMAT, limiters[0].limit));
 		rl_script_call_set(&call, p++, psprintf(INT64_FORMAT, limiters[0].window_us));
+		rl_script_call_set(&call, p++, psprintf(INT64_FORMAT, rl_capacity(&limiters[0])));
 	}
 	for (int i = 0; i < n; i++)
 	{
@@ -111,11 +116,15 @@ rl_check_rules_once(char **redis_keys, const RlLimiter *limiters,
 				limit = psprintf(INT64_FORMAT, limiters[i].limit);
 			if (i == 0 || limiters[i].window_us != limiters[i - 1].window_us)
 				window = psprintf(INT64_FORMAT, limiters[i].window_us);
+			if (i == 0 || rl_capacity(&limiters[i]) != rl_capacity(&limiters[i - 1]))
+				burst = psprintf(INT64_FORMAT, rl_capacity(&limiters[i]));
 			rl_script_call_set(&call, p++, rl_algorithm_name(limiters[i].algorithm));
 			rl_script_call_set(&call, p++, limit);
 			rl_script_call_set(&call, p++, window);
 		}
 		rl_script_call_set(&call, p++, cost);
+		if (!uniform)
+			rl_script_call_set(&call, p++, burst);
 	}
 
 	if (!rl_run_scripts(&call, 1, &reply))
@@ -160,7 +169,7 @@ rl_rule_context(void *arg)
 }
 
 /*
- * Reads an rl_rule[] argument into limiters, checking each rule as
+ * Reads an rl_rule[] or rl_burst_rule[] argument into limiters, checking each rule as
  * rl_allow checks its arguments.  Two rules of one algorithm and window
  * would share a Redis key, so that is an error rather than a surprise.
  */
@@ -170,6 +179,7 @@ rl_parse_rules(ArrayType *arr, RlLimiter *limiters)
 	Datum	   *elems;
 	int			n;
 	int			ruleno;
+	int			nfields;
 	ErrorContextCallback context;
 
 	elems = rl_array_elements(arr, "rules", &n);
@@ -183,13 +193,28 @@ rl_parse_rules(ArrayType *arr, RlLimiter *limiters)
 				 errmsg("at most %d rules can be layered, not %d",
 						RL_MAX_RULES, n)));
 
+	/*
+	 * rl_burst_rule has a fourth attribute, burst (NULL: the limit);
+	 * rl_rule has three, so that rules written for 0.2.0 still cast.
+	 */
+	{
+		TupleDesc	desc = lookup_rowtype_tupdesc(ARR_ELEMTYPE(arr), -1);
+
+		nfields = desc->natts;
+		ReleaseTupleDesc(desc);
+	}
+
 	for (int i = 0; i < n; i++)
 	{
 		HeapTupleHeader rule;
 		Datum		field[3];
 		bool		isnull[3];
+		Datum		burst = (Datum) 0;
+		bool		noburst = true;
 
 		rule = DatumGetHeapTupleHeader(elems[i]);
+		if (nfields >= 4)
+			burst = GetAttributeByNum(rule, 4, &noburst);
 		for (int f = 0; f < 3; f++)
 		{
 			field[f] = GetAttributeByNum(rule, f + 1, &isnull[f]);
@@ -207,6 +232,7 @@ rl_parse_rules(ArrayType *arr, RlLimiter *limiters)
 		limiters[i].algorithm = rl_parse_algorithm(DatumGetTextPP(field[0]));
 		limiters[i].limit = DatumGetInt64(field[1]);
 		limiters[i].window_us = rl_window_us(DatumGetIntervalP(field[2]));
+		limiters[i].burst = noburst ? 0 : rl_check_burst(DatumGetInt64(burst));
 		rl_check_limiter(&limiters[i]);
 		error_context_stack = context.previous;
 

@@ -111,7 +111,7 @@ extern void rl_local_full_warning(void);
 /* rl_local_algo.c: the six algorithms, as lua/ computes them */
 extern void rl_local_algorithm(int algorithm, RlLocalEntry *entry,
 							   double limit, double window, double cost,
-							   double now, RlLocalResult *res);
+							   double burst, double now, RlLocalResult *res);
 extern bool rl_local_write(int algorithm, RlLocalEntry *entry,
 						   const RlLocalResult *res, double now);
 

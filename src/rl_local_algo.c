@@ -130,12 +130,12 @@ rl_fixed_window(RlLocalEntry *e, double limit, double window, double cost,
 /* token_bucket.lua */
 static void
 rl_token_bucket(RlLocalEntry *e, double limit, double window, double cost,
-				double now, RlLocalResult *res)
+				double burst, double now, RlLocalResult *res)
 {
 	double		g = rl_gcd(limit, window);
 	double		unit = window / g;
 	double		rate = limit / g;
-	double		full = limit * unit;
+	double		full = burst * unit;	/* the capacity */
 	double		credit = full;
 	double		ts = now;
 	double		shift;
@@ -186,12 +186,12 @@ rl_token_bucket(RlLocalEntry *e, double limit, double window, double cost,
 /* leaky_bucket.lua */
 static void
 rl_leaky_bucket(RlLocalEntry *e, double limit, double window, double cost,
-				double now, RlLocalResult *res)
+				double burst, double now, RlLocalResult *res)
 {
 	double		g = rl_gcd(limit, window);
 	double		unit = window / g;
 	double		rate = limit / g;
-	double		full = limit * unit;
+	double		full = burst * unit;	/* the capacity */
 	double		level = 0;
 	double		ts = now;
 	double		shift;
@@ -248,12 +248,12 @@ rl_leaky_bucket(RlLocalEntry *e, double limit, double window, double cost,
  */
 static void
 rl_gcra(RlLocalEntry *e, double limit, double window, double cost,
-		double now, RlLocalResult *res)
+				double burst, double now, RlLocalResult *res)
 {
 	double		g = rl_gcd(limit, window);
 	double		unit = window / g;
 	double		rate = limit / g;
-	double		full = limit * unit;
+	double		full = burst * unit;	/* the capacity */
 	double		debt = 0;
 	double		after;
 
@@ -476,7 +476,8 @@ rl_sliding_log(RlLocalEntry *e, double limit, double window, double cost,
  */
 void
 rl_local_algorithm(int algorithm, RlLocalEntry *entry, double limit,
-				   double window, double cost, double now, RlLocalResult *res)
+				   double window, double cost, double burst, double now,
+				   RlLocalResult *res)
 {
 	memset(res, 0, sizeof(*res));
 	switch ((RlAlgorithm) algorithm)
@@ -491,13 +492,13 @@ rl_local_algorithm(int algorithm, RlLocalEntry *entry, double limit,
 			rl_sliding_counter(entry, limit, window, cost, now, res);
 			break;
 		case RL_TOKEN_BUCKET:
-			rl_token_bucket(entry, limit, window, cost, now, res);
+			rl_token_bucket(entry, limit, window, cost, burst, now, res);
 			break;
 		case RL_LEAKY_BUCKET:
-			rl_leaky_bucket(entry, limit, window, cost, now, res);
+			rl_leaky_bucket(entry, limit, window, cost, burst, now, res);
 			break;
 		case RL_GCRA:
-			rl_gcra(entry, limit, window, cost, now, res);
+			rl_gcra(entry, limit, window, cost, burst, now, res);
 			break;
 		default:
 			elog(ERROR, "unknown rate limiting algorithm %d", algorithm);

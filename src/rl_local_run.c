@@ -133,7 +133,8 @@ rl_local_reserve(const char *key, size_t len, uint64 hash, int algorithm,
 /* allow.lua: one key, one algorithm.  False when the table is full. */
 static bool
 rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
-				   double window, double cost, double now, RlLocalReply *out)
+				   double window, double cost, double burst, double now,
+				   RlLocalReply *out)
 {
 	uint64		hash = rl_local_hash(key, len);
 	int			part = rl_local_partition(hash);
@@ -148,7 +149,7 @@ rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
 		rl_local_unlock(&part, 1);
 		return false;
 	}
-	rl_local_algorithm(algorithm, e, limit, window, cost, now, &res);
+	rl_local_algorithm(algorithm, e, limit, window, cost, burst, now, &res);
 	out->n = 4;
 	if (!res.ok && cost > 0)
 	{
@@ -172,14 +173,17 @@ rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
 	return true;
 }
 
-/* allow.lua's call: key, limit, window, cost, clock. */
+/* allow.lua's call: key, limit, window, cost, clock[, burst]. */
 static bool
 rl_local_allow(const RlScriptCall *call, RlLocalReply *out)
 {
+	double		limit = rl_local_num(call->params[1]);
+
 	return rl_local_allow_key(call->script, call->params[0], call->paramlen[0],
-							  rl_local_num(call->params[1]),
+							  limit,
 							  rl_local_num(call->params[2]),
 							  rl_local_num(call->params[3]),
+							  call->nparams > 5 ? rl_local_num(call->params[5]) : limit,
 							  rl_local_clock(call->params[4]), out);
 }
 
@@ -227,6 +231,7 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 	const char *const *argv = call->params + n;
 	bool		uniform = strcmp(argv[1], "=") == 0;
 	double		now = rl_local_clock(argv[0]);
+	double	   *burst = palloc(sizeof(double) * n);
 	uint64	   *hashes = palloc(sizeof(uint64) * n);
 	int		   *algo = palloc(sizeof(int) * n);
 	double	   *limit = palloc(sizeof(double) * n);
@@ -251,16 +256,18 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 			algo[i] = i == 0 ? rl_local_algorithm_of(argv[2]) : algo[0];
 			limit[i] = i == 0 ? rl_local_num(argv[3]) : limit[0];
 			window[i] = i == 0 ? rl_local_num(argv[4]) : window[0];
-			cost[i] = rl_local_num(argv[5 + i]);
+			burst[i] = i == 0 ? rl_local_num(argv[5]) : burst[0];
+			cost[i] = rl_local_num(argv[6 + i]);
 		}
 		else
 		{
-			int			base = 4 * i + 1;
+			int			base = 5 * i + 1;
 
 			algo[i] = rl_local_algorithm_of(argv[base]);
 			limit[i] = rl_local_num(argv[base + 1]);
 			window[i] = rl_local_num(argv[base + 2]);
 			cost[i] = rl_local_num(argv[base + 3]);
+			burst[i] = rl_local_num(argv[base + 4]);
 		}
 	}
 	nparts = rl_local_parts(hashes, n, parts);
@@ -274,7 +281,7 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 		for (int i = 0; i < n; i++)
 		{
 			rl_local_algorithm(algo[i], entries[i], limit[i], window[i],
-							   cost[i], now, &res[i]);
+							   cost[i], burst[i], now, &res[i]);
 			/* A rule asked for nothing admits (a peek), whatever its state. */
 			if (cost[i] == 0)
 				res[i].ok = true;
@@ -313,7 +320,7 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 					RlLocalResult peek;
 
 					rl_local_algorithm(algo[i], entries[i], limit[i], window[i],
-									   0, now, &peek);
+									   0, burst[i], now, &peek);
 					left = peek.remaining;
 					fresh = peek.reset;
 				}
@@ -375,8 +382,8 @@ rl_local_log_too_big(const RlScriptCall *call)
 			rl_local_num(argv[3]) > RL_LOCAL_LOG_MAX_LIMIT;
 	for (int i = 0; i < call->nkeys; i++)
 	{
-		if (strcmp(argv[4 * i + 1], "sliding_log") == 0 &&
-			rl_local_num(argv[4 * i + 2]) > RL_LOCAL_LOG_MAX_LIMIT)
+		if (strcmp(argv[5 * i + 1], "sliding_log") == 0 &&
+			rl_local_num(argv[5 * i + 2]) > RL_LOCAL_LOG_MAX_LIMIT)
 			return true;
 	}
 	return false;
@@ -480,6 +487,7 @@ rl_local_check(const RlLimiter *limiter, const char *rkey, int64 cost,
 	if (!rl_local_allow_key(limiter->algorithm, rkey, strlen(rkey),
 							(double) limiter->limit,
 							(double) limiter->window_us, (double) cost,
+							(double) rl_capacity(limiter),
 							rl_local_clock(rl_clock_arg()), &r))
 	{
 		rl_local_full();

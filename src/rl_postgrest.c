@@ -395,7 +395,8 @@ rl_request_identity(void)
 }
 
 /*
- * rl_postgrest_guard(algo, limit, window, key DEFAULT NULL) RETURNS void
+ * rl_postgrest_guard(algo, limit, window, key DEFAULT NULL,
+ *					  burst DEFAULT NULL) RETURNS void
  *
  * Checks one request against the limiter (key, algo) with cost 1; key
  * NULL means the caller's identity as above.  Denied: the PGRST error,
@@ -416,6 +417,7 @@ rl_postgrest_guard(PG_FUNCTION_ARGS)
 	limiter.algorithm = rl_parse_algorithm(PG_GETARG_TEXT_PP(0));
 	limiter.limit = PG_GETARG_INT64(1);
 	limiter.window_us = rl_window_us(PG_GETARG_INTERVAL_P(2));
+	limiter.burst = rl_burst_arg(fcinfo, 4);
 	rl_check_limiter(&limiter);
 	if (PG_ARGISNULL(3))
 	{
@@ -435,6 +437,10 @@ rl_postgrest_guard(PG_FUNCTION_ARGS)
 
 	if (!answer.allowed)
 		rl_raise_postgrest("Rate limit exceeded",
+						   limiter.burst > 0 ?
+						   psprintf("At most " INT64_FORMAT " requests per %s are allowed, in bursts of up to " INT64_FORMAT ".",
+									limiter.limit, rl_window_text(limiter.window_us),
+									limiter.burst) :
 						   psprintf("At most " INT64_FORMAT " requests per %s are allowed.",
 									limiter.limit, rl_window_text(limiter.window_us)),
 						   psprintf("Retry after %s.",

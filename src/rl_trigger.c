@@ -83,7 +83,7 @@ PG_FUNCTION_INFO_V1(rl_throttle);
 
 /* The usage line every argument error ends with. */
 #define RL_TRIGGER_USAGE \
-	"The arguments are: key columns, algorithm, limit, window[, on_deny (raise or skip)[, cost column]]."
+	"The arguments are: key columns, algorithm, limit, window[, on_deny (raise or skip)[, cost column]][, burst=N]."
 
 static void rl_bad_argument(TriggerData *trigdata, int argno,
 							const char *problem) pg_attribute_noreturn();
@@ -353,6 +353,7 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	ListCell   *lc;
 	char	   *end;
 	int			i;
+	int			nargs;
 	Oid			owner;
 
 	if (conf != NULL && conf->tgoid == trigger->tgoid)
@@ -378,12 +379,23 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	conf->table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(owner)),
 											 get_rel_name(owner));
 
-	if (trigger->tgnargs < 4 || trigger->tgnargs > 6)
+	/*
+	 * A last argument "burst=N" sets the capacity (token_bucket,
+	 * leaky_bucket, gcra); the ones before it keep their places.
+	 */
+	nargs = trigger->tgnargs;
+	if (nargs >= 5 && strncmp(args[nargs - 1], "burst=", 6) == 0)
+		nargs--;
+	if (nargs < 4 || nargs > 6)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 nargs < trigger->tgnargs ?
+				 errmsg("trigger \"%s\" on table \"%s\" has %d arguments before \"burst=\", not 4 to 6",
+						trigger->tgname, RelationGetRelationName(rel),
+						nargs) :
 				 errmsg("trigger \"%s\" on table \"%s\" has %d arguments, not 4 to 6",
 						trigger->tgname, RelationGetRelationName(rel),
-						trigger->tgnargs),
+						nargs),
 				 errhint(RL_TRIGGER_USAGE)));
 
 	/* 1: key columns, as identifiers: unquoted names fold to lower case. */
@@ -429,10 +441,22 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 		rl_bad_argument(trigdata, 3,
 						psprintf("limit \"%s\" is not a whole number", args[2]));
 	conf->limiter.window_us = rl_parse_window(trigdata, args[3]);
+	if (nargs < trigger->tgnargs)
+	{
+		const char *text = args[nargs] + 6;
+
+		errno = 0;
+		conf->limiter.burst = strtoi64(text, &end, 10);
+		if (errno != 0 || end == text || *end != '\0' ||
+			conf->limiter.burst < 1)
+			rl_bad_argument(trigdata, nargs + 1,
+							psprintf("burst \"%s\" is not a whole number of at least 1",
+									 text));
+	}
 	rl_check_limiter(&conf->limiter);
 
 	/* 5: on_deny */
-	if (trigger->tgnargs >= 5)
+	if (nargs >= 5)
 	{
 		if (strcmp(args[4], "skip") == 0)
 			conf->skip = true;
@@ -443,7 +467,7 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	}
 
 	/* 6: cost column, of an integer type */
-	if (trigger->tgnargs >= 6)
+	if (nargs >= 6)
 	{
 		conf->costname = pstrdup(args[5]);
 		conf->costcol = rl_find_column(trigdata, 6, args[5]);
@@ -668,7 +692,7 @@ rl_trigger_cost_value(RlTriggerConf *conf, Datum value, bool isnull)
 		cost = DatumGetInt32(value);
 	else
 		cost = DatumGetInt64(value);
-	if (cost < 0 || cost > conf->limiter.limit)
+	if (cost < 0 || cost > rl_capacity(&conf->limiter))
 	{
 		bool		show = rl_trigger_may_read(conf, true);
 
@@ -677,11 +701,14 @@ rl_trigger_cost_value(RlTriggerConf *conf, Datum value, bool isnull)
 				 cost < 0 ?
 				 errmsg("cost column \"%s\" of table \"%s\" holds a negative cost, which trigger \"%s\" cannot charge",
 						conf->costname, conf->table, conf->trigger) :
-				 errmsg("cost column \"%s\" of table \"%s\" holds a cost above the limit " INT64_FORMAT " of trigger \"%s\"",
-						conf->costname, conf->table, conf->limiter.limit,
-						conf->trigger),
+				 errmsg("cost column \"%s\" of table \"%s\" holds a cost above the %s " INT64_FORMAT " of trigger \"%s\"",
+						conf->costname, conf->table,
+						conf->limiter.burst > 0 ? "burst" : "limit",
+						rl_capacity(&conf->limiter), conf->trigger),
 				 show ? errdetail("The row's cost is " INT64_FORMAT ".", cost) : 0,
 				 cost < 0 ? 0 :
+				 conf->limiter.burst > 0 ?
+				 errhint("A row that costs more than the burst can never be written.") :
 				 errhint("A row that costs more than the limit can never be written.")));
 	}
 	return cost;

@@ -71,7 +71,8 @@ rl_slot_cmp(const void *a, const void *b, void *arg)
 
 /*
  * The layered script of one slot's keys, in its uniform form ('=', or
- * '?' to check only): keys, clock, marker, algorithm, limit, window, costs.
+ * '?' to check only): keys, clock, marker, algorithm, limit, window,
+ * capacity (the burst, or the limit), costs.
  */
 static void
 rl_slot_call(RlScriptCall *call, const RlLimiter *limiter, char **keys,
@@ -80,7 +81,7 @@ rl_slot_call(RlScriptCall *call, const RlLimiter *limiter, char **keys,
 {
 	int			p = 0;
 
-	rl_script_call_init(call, RL_SCRIPT_LAYERED, s->n, 2 * s->n + 5);
+	rl_script_call_init(call, RL_SCRIPT_LAYERED, s->n, 2 * s->n + 6);
 	for (int k = 0; k < s->n; k++)
 		rl_script_call_set(call, p++, keys[order[s->first + k]]);
 	rl_script_call_set(call, p++, rl_clock_arg());
@@ -88,6 +89,7 @@ rl_slot_call(RlScriptCall *call, const RlLimiter *limiter, char **keys,
 	rl_script_call_set(call, p++, rl_algorithm_name(limiter->algorithm));
 	rl_script_call_set(call, p++, psprintf(INT64_FORMAT, limiter->limit));
 	rl_script_call_set(call, p++, psprintf(INT64_FORMAT, limiter->window_us));
+	rl_script_call_set(call, p++, psprintf(INT64_FORMAT, rl_capacity(limiter)));
 	for (int k = 0; k < s->n; k++)
 		rl_script_call_set(call, p++,
 						   psprintf(INT64_FORMAT, costs[order[s->first + k]]));

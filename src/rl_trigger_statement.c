@@ -90,6 +90,7 @@
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
+#include "rl_local.h"
 #include "rl_trigger.h"
 
 PG_FUNCTION_INFO_V1(rl_throttle_statement);
@@ -456,7 +457,7 @@ rl_check_groups(RlTriggerConf *conf, RlGroups *groups)
 	{
 		if (list[i]->cost == 0)
 			continue;
-		if (list[i]->cost > conf->limiter.limit)
+		if (list[i]->cost > rl_capacity(&conf->limiter))
 		{
 			/* Shadow mode: a key no window can admit (rl_group_too_big). */
 			rl_counters.calls++;
@@ -472,7 +473,7 @@ rl_check_groups(RlTriggerConf *conf, RlGroups *groups)
 	}
 
 	/* A cluster: one script per hash slot, in two rounds (rl_trigger_slots.c). */
-	if (rl_redis_mode == RL_MODE_CLUSTER)
+	if (rl_redis_mode == RL_MODE_CLUSTER && rl_engine != RL_ENGINE_LOCAL)
 	{
 		rl_check_slots(conf, list, which, keys, costs, n, RL_STATEMENT_CHUNK);
 		return;

@@ -17,7 +17,8 @@
 # Then a model check replays random schedules of pinned times and costs
 # on a few (algorithm, limit, window) triples against an exact integer
 # model of each algorithm's script, and compares every answer and the
-# state left in Redis.
+# state left in Redis; token_bucket, leaky_bucket and gcra are checked
+# also with random bursts (capacities above and below the limit).
 
 use strict;
 use warnings;
@@ -621,9 +622,10 @@ sub ms_of    # whole ms, rounded up, of num/den microseconds; 0 if <= 0
 	return -fdiv(-$num, $den * 1000);
 }
 
-# Each model: (state, limit, window, cost, now) ->
+# Each model: (state, limit, window, cost, now, burst) ->
 #   (ok, remaining, [retry num, den], [reset num, den], new state)
-# where the new state is undef when the call writes nothing.
+# where the new state is undef when the call writes nothing.  burst is
+# the capacity of the buckets and GCRA: the limit unless one is set.
 my %MODEL = (
 	fixed_window => sub {
 		my ($st, $L, $W, $c, $now) = @_;
@@ -707,17 +709,19 @@ my %MODEL = (
 			$c > 0 ? { w => $start, cur => $cur + $c, prev => $prev } : undef);
 	},
 	token_bucket => sub {
-		my ($st, $L, $W, $c, $now) = @_;
+		my ($st, $L, $W, $c, $now, $B) = @_;
 		my $g = gcd($L, $W);
 		my ($unit, $rate) = (fdiv($W, $g), fdiv($L, $g));
-		my $full = $L * $unit;
+		my $full = $B * $unit;
+		# A bucket refills (or drains) fully within this time.
+		my $span = $W * (1 + fdiv($B, $L));
 		my ($credit, $ts) = ($full, $now);
 		if ($st)
 		{
 			($credit, $ts) = ($st->{credit}, $st->{ts});
 			if ($now > $ts)
 			{
-				$credit = $now - $ts >= $W ? $full : $credit + ($now - $ts) * $rate;
+				$credit = $now - $ts >= $span ? $full : $credit + ($now - $ts) * $rate;
 				$ts = $now;
 			}
 			$credit = $full if $credit > $full;
@@ -733,10 +737,11 @@ my %MODEL = (
 			$c > 0 ? { credit => $credit, ts => $ts } : undef);
 	},
 	leaky_bucket => sub {
-		my ($st, $L, $W, $c, $now) = @_;
+		my ($st, $L, $W, $c, $now, $B) = @_;
 		my $g = gcd($L, $W);
 		my ($unit, $rate) = (fdiv($W, $g), fdiv($L, $g));
-		my $full = $L * $unit;
+		my $full = $B * $unit;
+		my $span = $W * (1 + fdiv($B, $L));
 		my ($level, $ts) = (0, $now);
 		if ($st)
 		{
@@ -744,7 +749,7 @@ my %MODEL = (
 			$level = $full if $level > $full;
 			if ($now > $ts)
 			{
-				$level = $now - $ts >= $W ? 0 : $level - ($now - $ts) * $rate;
+				$level = $now - $ts >= $span ? 0 : $level - ($now - $ts) * $rate;
 				$level = 0 if $level < 0;
 				$ts = $now;
 			}
@@ -764,14 +769,15 @@ my %MODEL = (
 			$c > 0 ? { level => $level, ts => $ts } : undef);
 	},
 	gcra => sub {
-		my ($st, $L, $W, $c, $now) = @_;
+		my ($st, $L, $W, $c, $now, $B) = @_;
 		my $g = gcd($L, $W);
 		my ($unit, $rate) = (fdiv($W, $g), fdiv($L, $g));
-		my $full = $L * $unit;
+		my $full = $B * $unit;
 		my $debt = 0;
 		if ($st)
 		{
-			# At most a window as of the write, then drained since.
+			# At most a tolerance (burst x T) as of the write, then
+			# drained since.
 			$debt = ($st->{us} - $st->{ts}) * $rate + $st->{r};
 			$debt = $full if $debt > $full;
 			$debt -= ($now - $st->{ts}) * $rate;
@@ -850,11 +856,21 @@ for my $algo (@ALGOS)
 }
 push @triples, [ pick(@ALGOS), pick(3, 10), 20_000 ];    # a 20 ms window
 push @triples, [ pick(@ALGOS), 1, 1000 ];                 # 1 per ms
+# Bursts: a capacity above the limit, and one below it.
+for my $algo (qw(token_bucket leaky_bucket gcra))
+{
+	my ($L, $W) = (pick(1, 2, 3, 5), pick(7_000_000, 60_000_000));
+	push @triples, [ $algo, $L, $W, pick($L + 1, 2 * $L + 1, 4 * $L, 10 + rnd(20)) ];
+	($L, $W) = (pick(10, 24, 60, 97), pick(1_000_000, 2_500_000, 3_600_000_000));
+	push @triples, [ $algo, $L, $W, pick(1, 2, 1 + rnd($L - 1)) ];
+}
 my ($steps_total, $mismatches, $expired) = (0, 0, 0);
 my $ms = rl_session($node);
 for my $ti (0 .. $#triples)
 {
-	my ($algo, $L, $W) = @{ $triples[$ti] };
+	my ($algo, $L, $W, $B) = @{ $triples[$ti] };
+	my $cap = $B // $L;
+	my $burst = defined $B ? ", burst => $B" : '';
 	my $key = "model:$seed:$ti";
 	my $rkey = "rl:{$dboid:$key}:$algo";
 	my $now = 1_700_000_000_000_000 + rnd(1_000_000_000) * 1000 + rnd(1000);
@@ -871,9 +887,10 @@ for my $ti (0 .. $#triples)
 		elsif ($r < 0.85) { $now += rnd(1000) }
 		elsif ($r < 0.92) { $now += $W + rnd($W) }
 		else              { $now -= rnd(int($W / 2)); $seen{back}++ }
-		my $c = chance(0.6) ? 1 : chance(0.3) ? 0 : 1 + rnd($L);
+		my $c = chance(0.6) ? 1 : chance(0.3) ? 0 : 1 + rnd($cap);
 
-		my ($ok, $rem, $retry, $reset, $new) = $MODEL{$algo}->($st, $L, $W, $c, $now);
+		my ($ok, $rem, $retry, $reset, $new) =
+		  $MODEL{$algo}->($st, $L, $W, $c, $now, $cap);
 		$ok = 1 if $c == 0;		# a peek is always admitted (README)
 		my $want = join('|', $ok ? 't' : 'f', $rem < 0 ? 0 : $rem,
 			$ok ? 0 : do { my $m = ms_of(@$retry); $m < 1 ? 1 : $m },
@@ -881,13 +898,13 @@ for my $ti (0 .. $#triples)
 		my ($got) = rl_run($ms,
 			"SET ratelimit.test_clock_ms = '" . clock_text($now) . "';\n"
 			  . "SELECT allowed, remaining, retry_after_ms, reset_after_ms "
-			  . "FROM rl_allow('$key', '$algo', $L, '$W microseconds', $c)");
+			  . "FROM rl_allow('$key', '$algo', $L, '$W microseconds', $c$burst)");
 		$steps++;
 		$seen{ substr($got, 0, 1) }++;
 		if ($got ne $want)
 		{
 			$bad++;
-			diag "model $algo limit $L window ${W}us step $i at "
+			diag "model $algo limit $L window ${W}us burst $cap step $i at "
 			  . clock_text($now) . " cost $c: got $got, model $want; "
 			  . 'state before: ' . state_text($st)
 			  if $bad <= 3;
@@ -940,7 +957,8 @@ for my $ti (0 .. $#triples)
 	}
 	$steps_total += $steps;
 	$mismatches += $bad;
-	is($bad, 0, "model check $algo, limit $L, window ${W} us: $steps steps match the model");
+	is($bad, 0, "model check $algo, limit $L, window ${W} us"
+		  . (defined $B ? ", burst $B" : '') . ": $steps steps match the model");
 	note "  $seen{t} allowed, $seen{f} denied, $seen{back} clock steps back";
 }
 note "model check: $steps_total steps, $expired short-TTL keys waited out";

@@ -241,8 +241,8 @@ $node->safe_psql('postgres', q{
 $node->safe_psql('a', q{
 	GRANT CREATE ON SCHEMA public TO plain;
 	-- Not executable by PUBLIC since 0.2.0: the application role's grant.
-	GRANT EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint),
-		rl_peek(text, text, bigint, interval) TO plain;
+	GRANT EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint, bigint),
+		rl_peek(text, text, bigint, interval, bigint) TO plain;
 	-- try(sql): 'ok', or the SQLSTATE of the error it raised.  SECURITY
 	-- INVOKER (the default): it runs with the caller's rights.
 	CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$

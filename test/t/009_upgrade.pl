@@ -10,7 +10,10 @@
 #     lines that pin object OIDs for pg_upgrade are left out, since two
 #     databases never share them.
 # The updated database must also work: a call goes through, and the
-# privileges 0.2.0 revoked from PUBLIC are revoked there too.
+# privileges 0.2.0 revoked from PUBLIC are revoked there too.  Grants an
+# administrator made before the update survive it, also on the functions
+# 0.3.0 recreates with a burst argument (rl_allow, rl_peek, rl_allow_many,
+# rl_postgrest_guard): each database grants the same before the dumps.
 
 use strict;
 use warnings;
@@ -31,8 +34,29 @@ my @versions = split /\n/, $node->safe_psql('postgres',
 	 WHERE name = 'ratelimit' ORDER BY string_to_array(version, '.')::int[]");
 ok(scalar(@versions) >= 2, "versions installed: @versions (default $current)");
 
+# An application role granted rl_allow, rl_peek (with grant option) and
+# the batch form with costs.
+$node->safe_psql('postgres', 'CREATE ROLE regress_rl_009_app');
+my %grants = (
+	old => q{
+		GRANT EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint),
+			rl_allow_many(text[], text, bigint, interval, bigint[])
+			TO regress_rl_009_app;
+		GRANT EXECUTE ON FUNCTION rl_peek(text, text, bigint, interval)
+			TO regress_rl_009_app WITH GRANT OPTION;},
+	new => q{
+		GRANT EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint, bigint),
+			rl_allow_many(text[], text, bigint, interval, bigint[], bigint)
+			TO regress_rl_009_app;
+		GRANT EXECUTE ON FUNCTION rl_peek(text, text, bigint, interval, bigint)
+			TO regress_rl_009_app WITH GRANT OPTION;});
+
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('fresh', 'CREATE EXTENSION ratelimit');
+$node->safe_psql('fresh', $grants{new});
+like($node->safe_psql_dump('fresh'),
+	qr/GRANT ALL ON FUNCTION public\.rl_allow\(key text, algo text, "limit" bigint, "window" interval, cost bigint, burst bigint\) TO regress_rl_009_app;/,
+	'the schema dump shows the grant on rl_allow, so the comparison sees it');
 
 # Every older version is installed and updated along the path PostgreSQL
 # finds, step by step through the upgrade scripts.
@@ -42,6 +66,7 @@ for my $old (grep { $_ ne $current } @versions)
 	$db =~ s/\./_/g;
 	$node->safe_psql('postgres', qq{CREATE DATABASE "$db"});
 	$node->safe_psql($db, "CREATE EXTENSION ratelimit VERSION '$old'");
+	$node->safe_psql($db, $grants{old});
 	$node->safe_psql($db, 'ALTER EXTENSION ratelimit UPDATE');
 	is($node->safe_psql($db,
 			"SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'"),
@@ -63,8 +88,34 @@ for my $old (grep { $_ ne $current } @versions)
 	# Spot checks that the comparison can see what matters.
 	is($node->safe_psql($db,
 			"SELECT has_function_privilege('public',
-				'rl_allow(text, text, bigint, interval, bigint)', 'EXECUTE')"),
+				'rl_allow(text, text, bigint, interval, bigint, bigint)', 'EXECUTE')"),
 		'f', "$old + UPDATE: rl_allow is not executable by PUBLIC");
+	is($node->safe_psql($db,
+			"SELECT string_agg(p.oid::regprocedure || ' '
+				|| has_function_privilege('public', p.oid, 'EXECUTE'), ', '
+				ORDER BY p.oid::regprocedure::text)
+			 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid
+				AND d.classid = 'pg_proc'::regclass AND d.deptype = 'e'
+			 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'ratelimit'
+			 WHERE has_function_privilege('public', p.oid, 'EXECUTE')"),
+		'', "$old + UPDATE: no function of the extension is executable by PUBLIC");
+	is($node->safe_psql($db,
+			"SELECT has_function_privilege('regress_rl_009_app',
+				'rl_allow(text, text, bigint, interval, bigint, bigint)', 'EXECUTE'),
+				has_function_privilege('regress_rl_009_app',
+				'rl_peek(text, text, bigint, interval, bigint)', 'EXECUTE WITH GRANT OPTION'),
+				has_function_privilege('regress_rl_009_app',
+				'rl_allow_many(text[], text, bigint, interval, bigint[], bigint)', 'EXECUTE'),
+				has_function_privilege('regress_rl_009_app',
+				'rl_allow_many(text[], text, bigint, interval, bigint, bigint)', 'EXECUTE')"),
+		't|t|t|f', "$old + UPDATE: the grants on rl_allow, rl_peek and rl_allow_many survive, no more");
+	is($node->safe_psql($db,
+			"SELECT count(*) FROM pg_proc WHERE proname LIKE '%before_burst'"),
+		'0', "$old + UPDATE: the functions replaced are gone");
+	is($node->safe_psql($db,
+			"SET ROLE regress_rl_009_app;
+			 SELECT allowed FROM rl_allow('upgrade-009-app', 'token_bucket', 1, '1 minute', burst => 3)"),
+		't', "$old + UPDATE: the application role calls rl_allow with a burst");
 	is($node->safe_psql($db,
 			"SELECT allowed FROM rl_allow('upgrade-009', 'gcra', 5, '1 minute')"),
 		't', "$old + UPDATE: a call goes through");

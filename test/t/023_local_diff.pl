@@ -224,6 +224,45 @@ for my $k (1 .. 16)
 is($bad - $bad_before, 0,
 	'layered: ' . ($steps - $before) . ' calls, every row equal');
 
+# 4. Bursts: the three gradual algorithms with a capacity apart from the
+# rate, above and below the limit, alone and as rl_burst_rule layers.
+$before = $steps;
+$bad_before = $bad;
+for my $k (1 .. 18)
+{
+	my $algo = (qw(token_bucket leaky_bucket gcra))[ ($k - 1) % 3 ];
+	my $L = pick(@LIMITS);
+	my $W = pick(@WINDOWS);
+	my $B = 1 + rnd(3 * $L);
+	my $key = "b:$seed:$k";
+	my $rkey = "rl:{$dboid:$key}:$algo";
+	my $now = 1_700_000_000_000_000 + rnd(1_000_000_000) * 1000;
+	my $step = int($W / $L) || 1;
+	my $layered = $k > 12;
+	my $rule = "ARRAY[('$algo', $L, '$W microseconds', $B)]::rl_burst_rule[]";
+	for my $i (1 .. 30)
+	{
+		my $r = rand();
+		if    ($r < 0.6) { $now += rnd(2 * $step) }
+		elsif ($r < 0.9) { $now += rnd(1000) }
+		else { $now -= rnd(int($W / 2)) + 1; $seen{back}++ }
+		my $c = rand() < 0.6 ? 1 : rnd($B + 1);
+		my $call = $layered
+		  ? "rl_allow_layered('$key', $rule, $c)"
+		  : "rl_allow('$key', '$algo', $L, '$W microseconds', $c, burst => $B)";
+		my ($rr, $ll) = both($now,
+			"SELECT allowed, remaining, retry_after_ms, reset_after_ms FROM $call");
+		compare("$call at " . clock_text($now), $rr, $ll);
+		my $wk = $layered ? "$rkey:" . window_key($W) : $rkey;
+		my $reset = $layered
+		  ? "SELECT rl_reset_layered('$key', $rule)"
+		  : "SELECT rl_reset('$key', '$algo')";
+		settle($wk => $reset) if $rr =~ /^t/ && $c > 0;
+	}
+}
+is($bad - $bad_before, 0,
+	'bursts: ' . ($steps - $before) . ' calls, every row equal');
+
 note "$steps comparisons ($seen{allowed} allowed, $seen{denied} denied rows, "
   . "$seen{back} clock steps back), $expired keys Redis expired before they "
   . 'could be kept';
