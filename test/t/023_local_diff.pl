@@ -161,7 +161,10 @@ for my $round (1 .. 12)
 {
 	my $algo = pick(@ALGOS);
 	my $L = pick(@LIMITS);
-	my $W = pick(@WINDOWS);
+	# Not the 1 ms window: a key of a batch can expire in Redis (real
+	# time) between two of the batch's commands, before settle() can keep
+	# it; the single calls above cover that window.
+	my $W = pick(grep { $_ > 1000 } @WINDOWS);
 	my $now = 1_700_000_000_000_000 + rnd(1_000_000_000) * 1000;
 	my @keys = map { "m:$seed:$round:" . rnd(12) } 1 .. 30;
 	my $keys_sql = "ARRAY['" . join("','", @keys) . "']";
