@@ -48,6 +48,11 @@ INSERT INTO rl_settings VALUES
 	('ratelimit.redis_username', 'someone'),
 	('ratelimit.redis_password', 'secret'),
 	('ratelimit.redis_password_file', '/tmp/redis.pw'),
+	('ratelimit.redis_tls', 'on'),
+	('ratelimit.redis_tls_ca_file', '/tmp/ca.crt'),
+	('ratelimit.redis_tls_cert_file', '/tmp/client.crt'),
+	('ratelimit.redis_tls_key_file', '/tmp/client.key'),
+	('ratelimit.redis_tls_server_name', 'redis.example.com'),
 	('ratelimit.connect_timeout', '1'),
 	('ratelimit.command_timeout', '1'),
 	('ratelimit.failure_mode', 'open'),
@@ -61,7 +66,7 @@ INSERT INTO rl_settings VALUES
 	('ratelimit.test_clock_ms', '1');
 GRANT SELECT ON rl_settings TO PUBLIC;
 
--- The list is complete: 19 settings in pg_settings, all superuser-only,
+-- The list is complete: 24 settings in pg_settings, all superuser-only,
 -- plus the password, which is never listed.
 SELECT count(*) AS listed,
 	   count(*) FILTER (WHERE context = 'superuser') AS superuser_only,
@@ -293,6 +298,15 @@ SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
 RESET client_min_messages;
 SELECT last_error FROM rl_status();
 RESET ratelimit.redis_mode;
+-- TLS needs TCP: with a Unix socket it is a configuration error, too.
+SET ratelimit.redis_port = 1;
+SET ratelimit.redis_tls = on;
+SET ratelimit.redis_socket = '/tmp/redis.sock';
+SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
+SELECT last_error FROM rl_status();
+RESET ratelimit.redis_socket;
+RESET ratelimit.redis_tls;
+RESET ratelimit.redis_port;
 SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
 SELECT rl_reset('settings:f', 'gcra');
 

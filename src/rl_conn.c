@@ -49,6 +49,7 @@
 
 #include "rl_cluster.h"
 #include "rl_conn.h"
+#include "rl_link.h"
 
 /* Time between two WARNINGs about an unavailable Redis, per backend. */
 #define RL_WARNING_INTERVAL_MS	60000
@@ -82,6 +83,7 @@ struct RlNode
 	char	   *host;			/* NULL for the standalone node */
 	int			port;
 	redisContext *ctx;
+	SSL		   *ssl;			/* the TLS session over ctx's socket, or NULL */
 	WaitEventSet *waitset;
 	int			sock_pos;
 	uint32		sock_events;
@@ -157,6 +159,9 @@ rl_discard(RlNode *node)
 			(void) setsockopt(node->ctx->fd, SOL_SOCKET, SO_LINGER, &reset,
 							  sizeof(reset));
 		}
+		if (node->ssl != NULL)
+			rl_tls_close(node->ssl);
+		node->ssl = NULL;
 		redisFree(node->ctx);
 		node->ctx = NULL;
 		ReleaseExternalFD();
@@ -289,10 +294,12 @@ rl_signature(void)
 
 	pw_hash = hash_bytes_extended((const unsigned char *) rl_redis_password,
 								  strlen(rl_redis_password), 0);
-	return psprintf("%s\n%d\n%s\n%d\n%s\n%s\n" UINT64_FORMAT "\n%d\n%s",
+	return psprintf("%s\n%d\n%s\n%d\n%s\n%s\n" UINT64_FORMAT "\n%d\n%s\n%d\n%s\n%s\n%s\n%s",
 					rl_redis_host, rl_redis_port, rl_redis_socket, rl_redis_db,
 					rl_redis_username, rl_redis_password_file, pw_hash,
-					rl_redis_mode, rl_redis_nodes);
+					rl_redis_mode, rl_redis_nodes, (int) rl_redis_tls,
+					rl_redis_tls_ca_file, rl_redis_tls_cert_file,
+					rl_redis_tls_key_file, rl_redis_tls_server_name);
 }
 
 /*
@@ -605,22 +612,44 @@ rl_wait(RlNode *node, uint32 events, TimestampTz deadline)
 	}
 }
 
+/* The socket event a link step asked for (rl_link.h). */
+static uint32
+rl_io_events(RlIo io)
+{
+	return io == RL_IO_WANT_WRITE ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
+}
+
+/*
+ * Records a broken link whose reason may be a TLS setting of ours (a
+ * client certificate the server refused, a server not speaking TLS).
+ */
+static void
+rl_link_failed(RlNode *node, const char *what)
+{
+	const char *setting = node->ssl != NULL ? rl_tls_error_setting() : NULL;
+
+	if (setting != NULL)
+		rl_conn_misconfigured(setting, "%s: %s", what, node->ctx->errstr);
+	else
+		rl_conn_failure(false, "%s: %s", what, node->ctx->errstr);
+}
+
 /* Writes everything hiredis has buffered. */
 static bool
 rl_flush(RlNode *node, TimestampTz deadline)
 {
-	int			done = 0;
-
 	for (;;)
 	{
-		if (redisBufferWrite(node->ctx, &done) == REDIS_ERR)
+		RlIo		io = rl_link_write(node->ctx, node->ssl);
+
+		if (io == RL_IO_ERROR)
 		{
-			rl_conn_failure(false, "could not send to Redis: %s", node->ctx->errstr);
+			rl_link_failed(node, "could not send to Redis");
 			return false;
 		}
-		if (done)
+		if (io == RL_IO_DONE)
 			return true;
-		if (!rl_wait(node, WL_SOCKET_WRITEABLE, deadline))
+		if (!rl_wait(node, rl_io_events(io), deadline))
 		{
 			rl_conn_failure(false, "timed out sending to Redis");
 			return false;
@@ -682,7 +711,7 @@ rl_link_broken(RlNode *node, redisReply **replies, int got, const char *what)
 		rl_conn_failure(false, "Redis closed the connection after replying: %s",
 						said);
 	else
-		rl_conn_failure(false, "%s: %s", what, node->ctx->errstr);
+		rl_link_failed(node, what);
 }
 
 /* Reads n replies, in order. */
@@ -690,10 +719,13 @@ static bool
 rl_read(RlNode *node, redisReply **replies, int n, TimestampTz deadline)
 {
 	redisContext *ctx = node->ctx;
+	size_t		limit = rl_large_replies ? RL_MAX_LARGE_BYTES : RL_MAX_REPLY_BYTES;
+	uint32		want = WL_SOCKET_READABLE;
 
 	for (int i = 0; i < n; i++)
 	{
 		void	   *reply = NULL;
+		RlIo		io;
 
 		for (;;)
 		{
@@ -704,21 +736,22 @@ rl_read(RlNode *node, redisReply **replies, int n, TimestampTz deadline)
 			}
 			if (reply != NULL)
 				break;
-			if (!rl_wait(node, WL_SOCKET_READABLE, deadline))
+			if (!rl_wait(node, want, deadline))
 			{
 				rl_conn_failure(false, "timed out waiting for Redis reply");
 				return false;
 			}
-			if (redisBufferRead(ctx) == REDIS_ERR)
+			io = rl_link_read(ctx, node->ssl, limit);
+			if (io == RL_IO_ERROR)
 			{
 				rl_link_broken(node, replies, i, "could not receive from Redis");
 				return false;
 			}
-			if (ctx->reader->len - ctx->reader->pos >
-				(rl_large_replies ? RL_MAX_LARGE_BYTES : RL_MAX_REPLY_BYTES))
+			want = rl_io_events(io);
+			if (ctx->reader->len - ctx->reader->pos > limit)
 			{
 				rl_conn_failure(false, "Redis sent a reply of more than %d bytes, more than any reply to the extension's commands has",
-								rl_large_replies ? RL_MAX_LARGE_BYTES : RL_MAX_REPLY_BYTES);
+								(int) limit);
 				return false;
 			}
 		}
@@ -784,8 +817,6 @@ rl_node_roundtrip(RlNode *node, RlCommand *cmds, int n, redisReply **replies,
 bool
 rl_node_send(RlNode *node, RlCommand *cmds, int n)
 {
-	int			done = 0;
-
 	rl_cur = node;
 	Assert(node->ctx != NULL && !node->busy);
 	for (int i = 0; i < n; i++)
@@ -799,9 +830,9 @@ rl_node_send(RlNode *node, RlCommand *cmds, int n)
 		}
 	}
 	node->busy = true;
-	if (redisBufferWrite(node->ctx, &done) == REDIS_ERR)
+	if (rl_link_write(node->ctx, node->ssl) == RL_IO_ERROR)
 	{
-		rl_conn_failure(false, "could not send to Redis: %s", node->ctx->errstr);
+		rl_link_failed(node, "could not send to Redis");
 		return false;
 	}
 	return true;
@@ -877,12 +908,7 @@ rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
 static bool
 rl_link_is_stale(RlNode *node)
 {
-	char		byte;
-	ssize_t		r = recv(node->ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-
-	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return false;
-	return true;				/* EOF, an error, or stray bytes */
+	return !rl_link_idle_ok(node->ctx, node->ssl);	/* EOF, an error, or stray bytes */
 }
 
 /* Pulls "redis_version:x.y.z" out of an INFO server reply. */
@@ -904,8 +930,60 @@ rl_parse_version(RlNode *node, const char *info)
 }
 
 /*
+ * The TLS handshake over the node's connected socket, waited for on the
+ * latch under the connect deadline.  False (recorded) when it fails: a
+ * certificate that did not verify, a file that cannot be used, or a peer
+ * that does not speak TLS is a configuration error naming the setting;
+ * a timeout or a reset is an outage.
+ */
+static bool
+rl_tls_connect(RlNode *node, TimestampTz deadline)
+{
+	const char *setting = NULL;
+	char		why[256];
+
+	if (!rl_tls_prepare(&setting, why, sizeof(why)))
+	{
+		if (setting != NULL)
+			rl_conn_misconfigured(setting, "%s", why);
+		else
+			rl_conn_failure(false, "%s", why);
+		return false;
+	}
+	node->ssl = rl_tls_start(node->ctx, rl_node_host(node));
+	if (node->ssl == NULL)
+	{
+		rl_conn_failure(false, "could not start TLS: %s", node->ctx->errstr);
+		return false;
+	}
+	for (;;)
+	{
+		RlIo		io = rl_tls_handshake(node->ssl, node->ctx);
+
+		if (io == RL_IO_DONE)
+			return true;
+		if (io == RL_IO_ERROR)
+		{
+			setting = rl_tls_error_setting();
+			if (setting != NULL)
+				rl_conn_misconfigured(setting, "TLS handshake failed: %s",
+									  node->ctx->errstr);
+			else
+				rl_conn_failure(false, "TLS handshake failed: %s",
+								node->ctx->errstr);
+			return false;
+		}
+		if (!rl_wait(node, rl_io_events(io), deadline))
+		{
+			rl_conn_failure(false, "timed out in the TLS handshake with Redis (a server that does not speak TLS on this port waits like this too)");
+			return false;
+		}
+	}
+}
+
+/*
  * Opens the connection: a non-blocking connect waited for under
- * connect_timeout, then AUTH, SELECT, CLIENT SETNAME and INFO in one round
+ * connect_timeout, the TLS handshake when redis_tls is on, then AUTH, SELECT, CLIENT SETNAME and INFO in one round
  * trip.  The client name (pg:<database oid>:<pid>) tells an operator which
  * backend a Redis client belongs to.  Secrets never reach a message.
  */
@@ -1038,6 +1116,24 @@ rl_connect(RlNode *node)
 		rl_conn_failure(false, "could not connect to Redis: %s",
 						strerror(err != 0 ? err : errno));
 		return false;
+	}
+	if (rl_redis_tls)
+	{
+		PG_TRY();
+		{
+			ok = rl_tls_connect(node, deadline);
+		}
+		PG_CATCH();
+		{
+			explicit_bzero(password, sizeof(password));
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		if (!ok)
+		{
+			explicit_bzero(password, sizeof(password));
+			return false;
+		}
 	}
 
 	/* The handshake, one round trip. */
@@ -1202,6 +1298,7 @@ rl_conn_begin(void)
 	if (rl_conn_signature == NULL || strcmp(signature, rl_conn_signature) != 0)
 	{
 		rl_discard_all();
+		rl_tls_forget();
 		rl_forget_cluster_nodes();
 		rl_nodes[0]->retry_at = 0;
 		if (rl_conn_signature != NULL)
@@ -1224,6 +1321,13 @@ rl_conn_begin(void)
 	{
 		rl_conn_misconfigured("ratelimit.redis_db",
 							  "ratelimit.redis_db must be 0 with Redis Cluster, which has only database 0");
+		return false;
+	}
+	if (rl_redis_tls && rl_redis_socket[0] != '\0' &&
+		rl_redis_mode == RL_MODE_STANDALONE)
+	{
+		rl_conn_misconfigured("ratelimit.redis_socket",
+							  "ratelimit.redis_tls needs a TCP connection, and ratelimit.redis_socket names a Unix socket; clear one of them");
 		return false;
 	}
 	if (rl_redis_mode == RL_MODE_CLUSTER && rl_redis_socket[0] != '\0')
