@@ -35,6 +35,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <hiredis/sds.h>
+
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "common/hashfn.h"
@@ -871,6 +873,224 @@ rl_node_receive(RlNode *node, redisReply **replies, int n,
 	}
 	node->busy = false;
 	return true;
+}
+
+/*
+ * One step of a node in rl_nodes_receive: writes what is left of its
+ * pipeline, or reads what has arrived and takes the replies that are
+ * complete.  Returns the socket event to wait for next, 0 once all n
+ * replies are in, or -1 when the link failed (recorded, dropped).
+ */
+static int
+rl_node_step(RlNode *node, redisReply **replies, int n, int *have)
+{
+	redisContext *ctx = node->ctx;
+	size_t		limit = rl_large_replies ? RL_MAX_LARGE_BYTES : RL_MAX_REPLY_BYTES;
+	RlIo		io;
+
+	rl_cur = node;
+	if (sdslen(ctx->obuf) > 0)
+	{
+		io = rl_link_write(ctx, node->ssl);
+		if (io == RL_IO_ERROR)
+		{
+			rl_link_failed(node, "could not send to Redis");
+			return -1;
+		}
+		return io == RL_IO_DONE ? WL_SOCKET_READABLE : rl_io_events(io);
+	}
+	io = rl_link_read(ctx, node->ssl, limit);
+	if (io == RL_IO_ERROR)
+	{
+		rl_link_broken(node, replies, *have, "could not receive from Redis");
+		return -1;
+	}
+	if (ctx->reader->len - ctx->reader->pos > limit)
+	{
+		rl_conn_failure(false, "Redis sent a reply of more than %d bytes, more than any reply to the extension's commands has",
+						(int) limit);
+		return -1;
+	}
+	while (*have < n)
+	{
+		void	   *reply = NULL;
+
+		if (redisGetReplyFromReader(ctx, &reply) == REDIS_ERR)
+		{
+			rl_link_broken(node, replies, *have, "could not parse Redis reply");
+			return -1;
+		}
+		if (reply == NULL)
+			return rl_io_events(io);
+		replies[(*have)++] = (redisReply *) reply;
+	}
+	/* Bytes after the last reply: see rl_read. */
+	if (ctx->reader->pos < ctx->reader->len)
+	{
+		rl_conn_failure(false, "Redis sent more replies than commands");
+		return -1;
+	}
+	node->busy = false;
+	return 0;
+}
+
+/*
+ * A wait set of the latch, the postmaster and the socket of every node
+ * still in "events" (0: done), in CurrentMemoryContext; NULL when the
+ * backend has no descriptor left for its epoll instance.
+ */
+static WaitEventSet *
+rl_nodes_waitset(RlNode **nodes, int nn, const uint32 *events)
+{
+	WaitEventSet *set;
+
+	if (!AcquireExternalFD())
+		return NULL;
+	set = CreateWaitEventSet(CurrentMemoryContext, nn + 2);
+	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	for (int k = 0; k < nn; k++)
+	{
+		if (events[k] != 0)
+			AddWaitEventToSet(set, events[k], nodes[k]->ctx->fd, NULL,
+							  (void *) (intptr_t) k);
+	}
+	return set;
+}
+
+/*
+ * The second half of a round trip on several nodes at once: one wait on
+ * every node's socket (rl_node_send wrote what each took then), writing
+ * the rest of a pipeline where a socket takes more and reading whatever
+ * node has replies, so that a slow or stalled node costs only its own
+ * keys, and a pipeline larger than a socket's buffer does not wait for
+ * the nodes before it.  ok[k] says on entry that node k's pipeline went
+ * out and on return that its nb[k] replies are in replies[start[k]...];
+ * a node that broke or missed the one deadline is recorded and dropped
+ * (its keys get the policy's answer; nothing is sent again).  The wait
+ * set is made again when a node leaves it, and freed on every path: a
+ * cancel or statement_timeout throws out of here, and the caller drops
+ * every link left busy.
+ */
+void
+rl_nodes_receive(RlNode **nodes, int nn, bool *ok, redisReply **replies,
+				 const int *start, const int *nb, TimestampTz deadline)
+{
+	uint32	   *events = palloc0(sizeof(uint32) * nn);
+	int		   *have = palloc0(sizeof(int) * nn);
+	WaitEvent  *occurred = palloc(sizeof(WaitEvent) * (nn + 2));
+	WaitEventSet *volatile set = NULL;
+	int			active = 0;
+
+	for (int k = 0; k < nn; k++)
+	{
+		for (int i = 0; i < nb[k]; i++)
+			replies[start[k] + i] = NULL;
+		if (!ok[k])
+			continue;
+		events[k] = sdslen(nodes[k]->ctx->obuf) > 0 ?
+			WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
+		active++;
+	}
+
+	PG_TRY();
+	{
+		while (active > 0)
+		{
+			long		timeout;
+			int			got;
+			bool		changed = false;
+
+			if (set == NULL)
+			{
+				set = rl_nodes_waitset(nodes, nn, events);
+				if (set == NULL)
+				{
+					/* No descriptor for the set: one node at a time. */
+					for (int k = 0; k < nn; k++)
+					{
+						if (events[k] == 0)
+							continue;
+						ok[k] = rl_node_receive(nodes[k],
+												replies + start[k] + have[k],
+												nb[k] - have[k], deadline);
+						if (!ok[k])
+							rl_free_replies(replies + start[k], nb[k]);
+					}
+					break;
+				}
+			}
+			timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+			got = WaitEventSetWait(set, Max(timeout, 0), occurred, nn + 2,
+								   PG_WAIT_EXTENSION);
+			if (got == 0 && timeout <= 0)
+			{
+				for (int k = 0; k < nn; k++)
+				{
+					if (events[k] == 0)
+						continue;
+					rl_cur = nodes[k];
+					rl_free_replies(replies + start[k], nb[k]);
+					rl_conn_failure(false, sdslen(nodes[k]->ctx->obuf) > 0 ?
+									"timed out sending to Redis" :
+									"timed out waiting for Redis reply");
+					ok[k] = false;
+					events[k] = 0;
+				}
+				break;
+			}
+			for (int e = 0; e < got; e++)
+			{
+				int			k;
+				int			next;
+
+				if (occurred[e].events & WL_LATCH_SET)
+				{
+					ResetLatch(MyLatch);
+					CHECK_FOR_INTERRUPTS();
+					continue;
+				}
+				k = (int) (intptr_t) occurred[e].user_data;
+				if (events[k] == 0 || !(occurred[e].events & events[k]))
+					continue;
+				next = rl_node_step(nodes[k], replies + start[k], nb[k], &have[k]);
+				if (next <= 0)
+				{
+					if (next < 0)
+					{
+						rl_free_replies(replies + start[k], nb[k]);
+						ok[k] = false;
+					}
+					events[k] = 0;
+					active--;
+					changed = true;
+				}
+				else if ((uint32) next != events[k])
+				{
+					events[k] = next;
+					ModifyWaitEvent(set, occurred[e].pos, next, NULL);
+				}
+			}
+			if (changed)
+			{
+				FreeWaitEventSet(set);
+				set = NULL;
+				ReleaseExternalFD();
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		if (set != NULL)
+		{
+			FreeWaitEventSet(set);
+			ReleaseExternalFD();
+		}
+	}
+	PG_END_TRY();
+	pfree(events);
+	pfree(have);
+	pfree(occurred);
 }
 
 /* Drops every link whose reply is still out (after an ERROR mid-call). */

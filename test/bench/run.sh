@@ -325,6 +325,9 @@ for c in 1 8; do
 	record "latency rl_allow token_bucket hot c=$c p99.9" "$p999" ms
 done
 
+# TLS against plain TCP: its own servers (a TLS port), its own ratios.
+RL_BENCH_OUT=$OUT RL_BENCH_SECONDS=$SECS bash "$HERE/tls.sh"
+
 echo
 echo "Targets (ratios within this run)"
 # ratio LABEL NUMERATOR DENOMINATOR TARGET: met when NUMERATOR / DENOMINATOR >= TARGET.
