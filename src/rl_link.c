@@ -128,6 +128,8 @@ rl_tls_prepare(const char **setting, char *why, size_t whysize)
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
 					 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_set_default_passwd_cb(ctx, rl_tls_no_passphrase);
+	/* One read per burst of records, not two per record (header, body). */
+	SSL_CTX_set_read_ahead(ctx, 1);
 
 	if (rl_redis_tls_ca_file[0] != '\0' ?
 		SSL_CTX_load_verify_locations(ctx, rl_redis_tls_ca_file, NULL) != 1 :
@@ -376,8 +378,8 @@ rl_link_write(redisContext *c, SSL *ssl)
 /*
  * Reads what has arrived into hiredis's reader, then says what to wait
  * for before reading again.  Plain TCP reads once, as hiredis does; TLS
- * reads until OpenSSL needs the socket again, because bytes it has
- * decrypted and holds would not wake a wait on the socket.  It stops
+ * reads until OpenSSL holds nothing (it reads ahead), because what it
+ * holds would not wake a wait on the socket.  It stops
  * early once the reader holds more than limit bytes (the caller refuses
  * such a reply).
  */
@@ -408,6 +410,14 @@ rl_link_read(redisContext *c, SSL *ssl, size_t limit)
 			return RL_IO_ERROR;
 		}
 		if (c->reader->len - c->reader->pos > limit)
+			return RL_IO_WANT_READ;
+
+		/*
+		 * Once OpenSSL holds nothing (no decrypted byte, no record read
+		 * ahead), the socket's readiness tells the rest: no read just to
+		 * learn EAGAIN.
+		 */
+		if (!SSL_has_pending(ssl))
 			return RL_IO_WANT_READ;
 	}
 }
