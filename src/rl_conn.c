@@ -1345,7 +1345,9 @@ rl_connect(RlNode *node)
 		}
 		PG_CATCH();
 		{
+			/* A half-done handshake must not be taken for a link. */
 			explicit_bzero(password, sizeof(password));
+			rl_discard(node);
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
