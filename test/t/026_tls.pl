@@ -307,13 +307,25 @@ is(cli('CONFIG', 'SET', 'tls-auth-clients', 'no'), 'OK', 'client certificates op
 		run($x, 'RESET statement_timeout');
 	}
 	kill 'CONT', $redis_pid;
-	# The handshake cut short was dropped, not kept as a link: the next
-	# call connects afresh and Redis answers it (closed: no fail-open 't').
-	usleep(150_000);
-	run($h, "SET ratelimit.failure_mode = 'closed'");
-	is((run($h, allow('tls:e2', 100)))[0], 't',
-		'after a handshake cut short: a fresh, authenticated link answers');
 	$_->quit for ($h, $r, $q);
+
+	# A handshake cut short is dropped, not kept as a link: once the
+	# server is back the next call connects afresh and Redis answers it
+	# (failure_mode closed: no fail-open 't').
+	my $x = rl_session($node);
+	run($x, 'SET ratelimit.connect_timeout = 60000');
+	run($x, "SET ratelimit.failure_mode = 'closed'");
+	my $xpid = pid_of($x);
+	kill 'STOP', $redis_pid;
+	rl_start($x, allow('tls:e2', 100));
+	ok(defined rl_wait_extension($mon, $xpid), 'handshake cut short: waits on Redis');
+	run($mon, "SELECT pg_cancel_backend($xpid)");
+	my (undef, $xerr) = rl_finish($x);
+	like($xerr, qr/57014/, 'handshake cut short: cancelled');
+	kill 'CONT', $redis_pid;
+	is((run($x, allow('tls:e2', 100)))[0], 't',
+		'after a handshake cut short: a fresh, authenticated link answers');
+	$x->quit;
 }
 
 # 6. A restarted server: the next call after the retry interval reconnects.
