@@ -16,6 +16,7 @@ OBJS = \
 	src/rl_stats.o \
 	src/rl_stats_limiters.o \
 	src/rl_conn.o \
+	src/rl_link.o \
 	src/rl_cluster.o \
 	src/rl_sentinel.o \
 	src/rl_scripts.o \
@@ -37,7 +38,7 @@ DATA = sql/ratelimit--0.1.0.sql sql/ratelimit--0.1.0--0.2.0.sql \
 PGFILEDESC = "ratelimit - distributed rate limiting over Redis"
 
 PG_CPPFLAGS = -Isrc
-SHLIB_LINK += -lhiredis
+SHLIB_LINK += -lhiredis -lssl -lcrypto
 
 # pg_regress suites; each needs a Redis server reachable through the
 # settings in the server's configuration (test/check.sh provides both).

@@ -52,6 +52,11 @@ INSERT INTO rl_settings VALUES
 	('ratelimit.sentinel_username', 'someone'),
 	('ratelimit.sentinel_password', 'secret'),
 	('ratelimit.sentinel_check_interval', '0'),
+	('ratelimit.redis_tls', 'on'),
+	('ratelimit.redis_tls_ca_file', '/tmp/ca.crt'),
+	('ratelimit.redis_tls_cert_file', '/tmp/client.crt'),
+	('ratelimit.redis_tls_key_file', '/tmp/client.key'),
+	('ratelimit.redis_tls_server_name', 'redis.example.com'),
 	('ratelimit.connect_timeout', '1'),
 	('ratelimit.command_timeout', '1'),
 	('ratelimit.failure_mode', 'open'),
@@ -321,6 +326,15 @@ SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
 RESET client_min_messages;
 SELECT last_error FROM rl_status();
 RESET ratelimit.redis_mode;
+-- TLS needs TCP: with a Unix socket it is a configuration error, too.
+SET ratelimit.redis_port = 1;
+SET ratelimit.redis_tls = on;
+SET ratelimit.redis_socket = '/tmp/redis.sock';
+SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
+SELECT last_error FROM rl_status();
+RESET ratelimit.redis_socket;
+RESET ratelimit.redis_tls;
+RESET ratelimit.redis_port;
 SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
 SELECT rl_reset('settings:f', 'gcra');
 

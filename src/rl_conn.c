@@ -35,6 +35,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <hiredis/sds.h>
+
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "common/hashfn.h"
@@ -49,9 +51,9 @@
 
 #include "rl_cluster.h"
 #include "rl_conn.h"
-#include "rl_stats.h"
-
+#include "rl_link.h"
 #include "rl_sentinel.h"
+#include "rl_stats.h"
 
 /* Time between two WARNINGs about an unavailable Redis, per backend. */
 #define RL_WARNING_INTERVAL_MS	60000
@@ -85,6 +87,7 @@ struct RlNode
 	char	   *host;			/* NULL for the standalone node */
 	int			port;
 	redisContext *ctx;
+	SSL		   *ssl;			/* the TLS session over ctx's socket, or NULL */
 	WaitEventSet *waitset;
 	int			sock_pos;
 	uint32		sock_events;
@@ -163,6 +166,9 @@ rl_discard(RlNode *node)
 			(void) setsockopt(node->ctx->fd, SOL_SOCKET, SO_LINGER, &reset,
 							  sizeof(reset));
 		}
+		if (node->ssl != NULL)
+			rl_tls_close(node->ssl);
+		node->ssl = NULL;
 		redisFree(node->ctx);
 		node->ctx = NULL;
 		ReleaseExternalFD();
@@ -343,11 +349,15 @@ rl_signature(void)
 	sentinel_pw_hash =
 		hash_bytes_extended((const unsigned char *) rl_sentinel_password,
 							strlen(rl_sentinel_password), 0);
-	return psprintf("%s\n%d\n%s\n%d\n%s\n%s\n" UINT64_FORMAT "\n%d\n%s\n%s\n%s\n" UINT64_FORMAT,
+	return psprintf("%s\n%d\n%s\n%d\n%s\n%s\n" UINT64_FORMAT "\n%d\n%s\n%s\n%s\n" UINT64_FORMAT
+					"\n%d\n%s\n%s\n%s\n%s",
 					rl_redis_host, rl_redis_port, rl_redis_socket, rl_redis_db,
 					rl_redis_username, rl_redis_password_file, pw_hash,
 					rl_redis_mode, rl_redis_nodes, rl_sentinel_master,
-					rl_sentinel_username, sentinel_pw_hash);
+					rl_sentinel_username, sentinel_pw_hash,
+					(int) rl_redis_tls, rl_redis_tls_ca_file,
+					rl_redis_tls_cert_file, rl_redis_tls_key_file,
+					rl_redis_tls_server_name);
 }
 
 /*
@@ -714,22 +724,44 @@ rl_wait(RlNode *node, uint32 events, TimestampTz deadline)
 	}
 }
 
+/* The socket event a link step asked for (rl_link.h). */
+static uint32
+rl_io_events(RlIo io)
+{
+	return io == RL_IO_WANT_WRITE ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
+}
+
+/*
+ * Records a broken link whose reason may be a TLS setting of ours (a
+ * client certificate the server refused, a server not speaking TLS).
+ */
+static void
+rl_link_failed(RlNode *node, const char *what)
+{
+	const char *setting = node->ssl != NULL ? rl_tls_error_setting() : NULL;
+
+	if (setting != NULL)
+		rl_conn_misconfigured(setting, "%s: %s", what, node->ctx->errstr);
+	else
+		rl_conn_failure(false, "%s: %s", what, node->ctx->errstr);
+}
+
 /* Writes everything hiredis has buffered. */
 static bool
 rl_flush(RlNode *node, TimestampTz deadline)
 {
-	int			done = 0;
-
 	for (;;)
 	{
-		if (redisBufferWrite(node->ctx, &done) == REDIS_ERR)
+		RlIo		io = rl_link_write(node->ctx, node->ssl);
+
+		if (io == RL_IO_ERROR)
 		{
-			rl_conn_failure(false, "could not send to Redis: %s", node->ctx->errstr);
+			rl_link_failed(node, "could not send to Redis");
 			return false;
 		}
-		if (done)
+		if (io == RL_IO_DONE)
 			return true;
-		if (!rl_wait(node, WL_SOCKET_WRITEABLE, deadline))
+		if (!rl_wait(node, rl_io_events(io), deadline))
 		{
 			rl_conn_failure(false, "timed out sending to Redis");
 			return false;
@@ -791,7 +823,7 @@ rl_link_broken(RlNode *node, redisReply **replies, int got, const char *what)
 		rl_conn_failure(false, "Redis closed the connection after replying: %s",
 						said);
 	else
-		rl_conn_failure(false, "%s: %s", what, node->ctx->errstr);
+		rl_link_failed(node, what);
 }
 
 /* Reads n replies, in order. */
@@ -799,10 +831,13 @@ static bool
 rl_read(RlNode *node, redisReply **replies, int n, TimestampTz deadline)
 {
 	redisContext *ctx = node->ctx;
+	size_t		limit = rl_large_replies ? RL_MAX_LARGE_BYTES : RL_MAX_REPLY_BYTES;
+	uint32		want = WL_SOCKET_READABLE;
 
 	for (int i = 0; i < n; i++)
 	{
 		void	   *reply = NULL;
+		RlIo		io;
 
 		for (;;)
 		{
@@ -813,21 +848,22 @@ rl_read(RlNode *node, redisReply **replies, int n, TimestampTz deadline)
 			}
 			if (reply != NULL)
 				break;
-			if (!rl_wait(node, WL_SOCKET_READABLE, deadline))
+			if (!rl_wait(node, want, deadline))
 			{
 				rl_conn_failure(false, "timed out waiting for Redis reply");
 				return false;
 			}
-			if (redisBufferRead(ctx) == REDIS_ERR)
+			io = rl_link_read(ctx, node->ssl, limit);
+			if (io == RL_IO_ERROR)
 			{
 				rl_link_broken(node, replies, i, "could not receive from Redis");
 				return false;
 			}
-			if (ctx->reader->len - ctx->reader->pos >
-				(rl_large_replies ? RL_MAX_LARGE_BYTES : RL_MAX_REPLY_BYTES))
+			want = rl_io_events(io);
+			if (ctx->reader->len - ctx->reader->pos > limit)
 			{
 				rl_conn_failure(false, "Redis sent a reply of more than %d bytes, more than any reply to the extension's commands has",
-								rl_large_replies ? RL_MAX_LARGE_BYTES : RL_MAX_REPLY_BYTES);
+								(int) limit);
 				return false;
 			}
 		}
@@ -893,8 +929,6 @@ rl_node_roundtrip(RlNode *node, RlCommand *cmds, int n, redisReply **replies,
 bool
 rl_node_send(RlNode *node, RlCommand *cmds, int n)
 {
-	int			done = 0;
-
 	rl_cur = node;
 	Assert(node->ctx != NULL && !node->busy);
 	rl_stats_rtt_start(&node->sent_at);
@@ -909,9 +943,9 @@ rl_node_send(RlNode *node, RlCommand *cmds, int n)
 		}
 	}
 	node->busy = true;
-	if (redisBufferWrite(node->ctx, &done) == REDIS_ERR)
+	if (rl_link_write(node->ctx, node->ssl) == RL_IO_ERROR)
 	{
-		rl_conn_failure(false, "could not send to Redis: %s", node->ctx->errstr);
+		rl_link_failed(node, "could not send to Redis");
 		return false;
 	}
 	return true;
@@ -953,6 +987,225 @@ rl_node_receive(RlNode *node, redisReply **replies, int n,
 	return true;
 }
 
+/*
+ * One step of a node in rl_nodes_receive: writes what is left of its
+ * pipeline, or reads what has arrived and takes the replies that are
+ * complete.  Returns the socket event to wait for next, 0 once all n
+ * replies are in, or -1 when the link failed (recorded, dropped).
+ */
+static int
+rl_node_step(RlNode *node, redisReply **replies, int n, int *have)
+{
+	redisContext *ctx = node->ctx;
+	size_t		limit = rl_large_replies ? RL_MAX_LARGE_BYTES : RL_MAX_REPLY_BYTES;
+	RlIo		io;
+
+	rl_cur = node;
+	if (sdslen(ctx->obuf) > 0)
+	{
+		io = rl_link_write(ctx, node->ssl);
+		if (io == RL_IO_ERROR)
+		{
+			rl_link_failed(node, "could not send to Redis");
+			return -1;
+		}
+		return io == RL_IO_DONE ? WL_SOCKET_READABLE : rl_io_events(io);
+	}
+	io = rl_link_read(ctx, node->ssl, limit);
+	if (io == RL_IO_ERROR)
+	{
+		rl_link_broken(node, replies, *have, "could not receive from Redis");
+		return -1;
+	}
+	if (ctx->reader->len - ctx->reader->pos > limit)
+	{
+		rl_conn_failure(false, "Redis sent a reply of more than %d bytes, more than any reply to the extension's commands has",
+						(int) limit);
+		return -1;
+	}
+	while (*have < n)
+	{
+		void	   *reply = NULL;
+
+		if (redisGetReplyFromReader(ctx, &reply) == REDIS_ERR)
+		{
+			rl_link_broken(node, replies, *have, "could not parse Redis reply");
+			return -1;
+		}
+		if (reply == NULL)
+			return rl_io_events(io);
+		replies[(*have)++] = (redisReply *) reply;
+	}
+	/* Bytes after the last reply: see rl_read. */
+	if (ctx->reader->pos < ctx->reader->len)
+	{
+		rl_conn_failure(false, "Redis sent more replies than commands");
+		return -1;
+	}
+	node->busy = false;
+	rl_stats_rtt_end(&node->sent_at);
+	return 0;
+}
+
+/*
+ * A wait set of the latch, the postmaster and the socket of every node
+ * still in "events" (0: done), in CurrentMemoryContext; NULL when the
+ * backend has no descriptor left for its epoll instance.
+ */
+static WaitEventSet *
+rl_nodes_waitset(RlNode **nodes, int nn, const uint32 *events)
+{
+	WaitEventSet *set;
+
+	if (!AcquireExternalFD())
+		return NULL;
+	set = CreateWaitEventSet(CurrentMemoryContext, nn + 2);
+	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	for (int k = 0; k < nn; k++)
+	{
+		if (events[k] != 0)
+			AddWaitEventToSet(set, events[k], nodes[k]->ctx->fd, NULL,
+							  (void *) (intptr_t) k);
+	}
+	return set;
+}
+
+/*
+ * The second half of a round trip on several nodes at once: one wait on
+ * every node's socket (rl_node_send wrote what each took then), writing
+ * the rest of a pipeline where a socket takes more and reading whatever
+ * node has replies, so that a slow or stalled node costs only its own
+ * keys, and a pipeline larger than a socket's buffer does not wait for
+ * the nodes before it.  ok[k] says on entry that node k's pipeline went
+ * out and on return that its nb[k] replies are in replies[start[k]...];
+ * a node that broke or missed the one deadline is recorded and dropped
+ * (its keys get the policy's answer; nothing is sent again).  The wait
+ * set is made again when a node leaves it, and freed on every path: a
+ * cancel or statement_timeout throws out of here, and the caller drops
+ * every link left busy.
+ */
+void
+rl_nodes_receive(RlNode **nodes, int nn, bool *ok, redisReply **replies,
+				 const int *start, const int *nb, TimestampTz deadline)
+{
+	uint32	   *events = palloc0(sizeof(uint32) * nn);
+	int		   *have = palloc0(sizeof(int) * nn);
+	WaitEvent  *occurred = palloc(sizeof(WaitEvent) * (nn + 2));
+	WaitEventSet *volatile set = NULL;
+	int			active = 0;
+
+	for (int k = 0; k < nn; k++)
+	{
+		for (int i = 0; i < nb[k]; i++)
+			replies[start[k] + i] = NULL;
+		if (!ok[k])
+			continue;
+		events[k] = sdslen(nodes[k]->ctx->obuf) > 0 ?
+			WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
+		active++;
+	}
+
+	PG_TRY();
+	{
+		while (active > 0)
+		{
+			long		timeout;
+			int			got;
+			bool		changed = false;
+
+			if (set == NULL)
+			{
+				set = rl_nodes_waitset(nodes, nn, events);
+				if (set == NULL)
+				{
+					/* No descriptor for the set: one node at a time. */
+					for (int k = 0; k < nn; k++)
+					{
+						if (events[k] == 0)
+							continue;
+						ok[k] = rl_node_receive(nodes[k],
+												replies + start[k] + have[k],
+												nb[k] - have[k], deadline);
+						if (!ok[k])
+							rl_free_replies(replies + start[k], nb[k]);
+					}
+					break;
+				}
+			}
+			timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+			got = WaitEventSetWait(set, Max(timeout, 0), occurred, nn + 2,
+								   PG_WAIT_EXTENSION);
+			if (got == 0 && timeout <= 0)
+			{
+				for (int k = 0; k < nn; k++)
+				{
+					if (events[k] == 0)
+						continue;
+					rl_cur = nodes[k];
+					rl_free_replies(replies + start[k], nb[k]);
+					rl_conn_failure(false, sdslen(nodes[k]->ctx->obuf) > 0 ?
+									"timed out sending to Redis" :
+									"timed out waiting for Redis reply");
+					ok[k] = false;
+					events[k] = 0;
+				}
+				break;
+			}
+			for (int e = 0; e < got; e++)
+			{
+				int			k;
+				int			next;
+
+				if (occurred[e].events & WL_LATCH_SET)
+				{
+					ResetLatch(MyLatch);
+					CHECK_FOR_INTERRUPTS();
+					continue;
+				}
+				k = (int) (intptr_t) occurred[e].user_data;
+				if (events[k] == 0 || !(occurred[e].events & events[k]))
+					continue;
+				next = rl_node_step(nodes[k], replies + start[k], nb[k], &have[k]);
+				if (next <= 0)
+				{
+					if (next < 0)
+					{
+						rl_free_replies(replies + start[k], nb[k]);
+						ok[k] = false;
+					}
+					events[k] = 0;
+					active--;
+					changed = true;
+				}
+				else if ((uint32) next != events[k])
+				{
+					events[k] = next;
+					ModifyWaitEvent(set, occurred[e].pos, next, NULL);
+				}
+			}
+			if (changed)
+			{
+				FreeWaitEventSet(set);
+				set = NULL;
+				ReleaseExternalFD();
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		if (set != NULL)
+		{
+			FreeWaitEventSet(set);
+			ReleaseExternalFD();
+		}
+	}
+	PG_END_TRY();
+	pfree(events);
+	pfree(have);
+	pfree(occurred);
+}
+
 /* Drops every link whose reply is still out (after an ERROR mid-call). */
 void
 rl_conn_discard_busy(void)
@@ -988,12 +1241,7 @@ rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
 static bool
 rl_link_is_stale(RlNode *node)
 {
-	char		byte;
-	ssize_t		r = recv(node->ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-
-	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return false;
-	return true;				/* EOF, an error, or stray bytes */
+	return !rl_link_idle_ok(node->ctx, node->ssl);	/* EOF, an error, or stray bytes */
 }
 
 /* Pulls "redis_version:x.y.z" out of an INFO server reply. */
@@ -1015,8 +1263,60 @@ rl_parse_version(RlNode *node, const char *info)
 }
 
 /*
+ * The TLS handshake over the node's connected socket, waited for on the
+ * latch under the connect deadline.  False (recorded) when it fails: a
+ * certificate that did not verify, a file that cannot be used, or a peer
+ * that does not speak TLS is a configuration error naming the setting;
+ * a timeout or a reset is an outage.
+ */
+static bool
+rl_tls_connect(RlNode *node, TimestampTz deadline)
+{
+	const char *setting = NULL;
+	char		why[256];
+
+	if (!rl_tls_prepare(&setting, why, sizeof(why)))
+	{
+		if (setting != NULL)
+			rl_conn_misconfigured(setting, "%s", why);
+		else
+			rl_conn_failure(false, "%s", why);
+		return false;
+	}
+	node->ssl = rl_tls_start(node->ctx, rl_node_host(node));
+	if (node->ssl == NULL)
+	{
+		rl_conn_failure(false, "could not start TLS: %s", node->ctx->errstr);
+		return false;
+	}
+	for (;;)
+	{
+		RlIo		io = rl_tls_handshake(node->ssl, node->ctx);
+
+		if (io == RL_IO_DONE)
+			return true;
+		if (io == RL_IO_ERROR)
+		{
+			setting = rl_tls_error_setting();
+			if (setting != NULL)
+				rl_conn_misconfigured(setting, "TLS handshake failed: %s",
+									  node->ctx->errstr);
+			else
+				rl_conn_failure(false, "TLS handshake failed: %s",
+								node->ctx->errstr);
+			return false;
+		}
+		if (!rl_wait(node, rl_io_events(io), deadline))
+		{
+			rl_conn_failure(false, "timed out in the TLS handshake with Redis (a server that does not speak TLS on this port waits like this too)");
+			return false;
+		}
+	}
+}
+
+/*
  * Opens the connection: a non-blocking connect waited for under
- * connect_timeout, then AUTH, SELECT, CLIENT SETNAME and INFO in one round
+ * connect_timeout, the TLS handshake when redis_tls is on, then AUTH, SELECT, CLIENT SETNAME and INFO in one round
  * trip.  The client name (pg:<database oid>:<pid>) tells an operator which
  * backend a Redis client belongs to.  Secrets never reach a message.
  */
@@ -1149,6 +1449,26 @@ rl_connect(RlNode *node)
 		rl_conn_failure(false, "could not connect to Redis: %s",
 						strerror(err != 0 ? err : errno));
 		return false;
+	}
+	if (rl_redis_tls)
+	{
+		PG_TRY();
+		{
+			ok = rl_tls_connect(node, deadline);
+		}
+		PG_CATCH();
+		{
+			/* A half-done handshake must not be taken for a link. */
+			explicit_bzero(password, sizeof(password));
+			rl_discard(node);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		if (!ok)
+		{
+			explicit_bzero(password, sizeof(password));
+			return false;
+		}
 	}
 
 	/* The handshake, one round trip. */
@@ -1313,6 +1633,7 @@ rl_conn_begin(void)
 	if (rl_conn_signature == NULL || strcmp(signature, rl_conn_signature) != 0)
 	{
 		rl_discard_all();
+		rl_tls_forget();
 		rl_forget_cluster_nodes();
 		rl_node_set_address(rl_nodes[0], NULL, 0);
 		rl_sentinel_reset();
@@ -1333,6 +1654,13 @@ rl_conn_begin(void)
 	{
 		rl_conn_misconfigured("ratelimit.redis_db",
 							  "ratelimit.redis_db must be 0 with Redis Cluster, which has only database 0");
+		return false;
+	}
+	if (rl_redis_tls && rl_redis_socket[0] != '\0' &&
+		rl_redis_mode == RL_MODE_STANDALONE)
+	{
+		rl_conn_misconfigured("ratelimit.redis_socket",
+							  "ratelimit.redis_tls needs a TCP connection, and ratelimit.redis_socket names a Unix socket; clear one of them");
 		return false;
 	}
 	if (rl_redis_mode == RL_MODE_CLUSTER && rl_redis_socket[0] != '\0')

@@ -44,6 +44,9 @@ extern bool rl_node_roundtrip(RlNode *node, RlCommand *cmds, int n,
 extern bool rl_node_send(RlNode *node, RlCommand *cmds, int n);
 extern bool rl_node_receive(RlNode *node, redisReply **replies, int n,
 							TimestampTz deadline);
+extern void rl_nodes_receive(RlNode **nodes, int nn, bool *ok,
+							 redisReply **replies, const int *start,
+							 const int *nb, TimestampTz deadline);
 extern void rl_conn_discard_busy(void);
 extern void rl_conn_flush_wal(void);
 extern bool rl_node_connected(const RlNode *node);

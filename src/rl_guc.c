@@ -44,6 +44,11 @@ char	   *rl_sentinel_master = NULL;
 char	   *rl_sentinel_username = NULL;
 char	   *rl_sentinel_password = NULL;
 int			rl_sentinel_check_interval = 1000;
+bool		rl_redis_tls = false;
+char	   *rl_redis_tls_ca_file = NULL;
+char	   *rl_redis_tls_cert_file = NULL;
+char	   *rl_redis_tls_key_file = NULL;
+char	   *rl_redis_tls_server_name = NULL;
 int			rl_connect_timeout = 1000;
 int			rl_command_timeout = 500;
 int			rl_failure_mode = RL_FAIL_OPEN;
@@ -316,6 +321,61 @@ rl_define_settings(void)
 							NULL,
 							NULL,
 							NULL);
+
+	DefineCustomBoolVariable("ratelimit.redis_tls",
+							 "Connects to Redis over TLS, verifying the server's certificate.",
+							 NULL,
+							 &rl_redis_tls,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL,
+							 NULL,
+							 NULL);
+
+	DefineCustomStringVariable("ratelimit.redis_tls_ca_file",
+							   "File of the certificate authorities that sign the Redis server's certificate.",
+							   "Empty: the system's trusted authorities.",
+							   &rl_redis_tls_ca_file,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   NULL,
+							   NULL,
+							   NULL);
+
+	DefineCustomStringVariable("ratelimit.redis_tls_cert_file",
+							   "Client certificate sent to Redis over TLS (with redis_tls_key_file).",
+							   "Needed when the server sets tls-auth-clients.",
+							   &rl_redis_tls_cert_file,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   NULL,
+							   NULL,
+							   NULL);
+
+	DefineCustomStringVariable("ratelimit.redis_tls_key_file",
+							   "Private key of redis_tls_cert_file; not protected by a passphrase.",
+							   NULL,
+							   &rl_redis_tls_key_file,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   NULL,
+							   NULL,
+							   NULL);
+
+	DefineCustomStringVariable("ratelimit.redis_tls_server_name",
+							   "Name verified in the Redis server's certificate and sent as SNI.",
+							   "Empty: the host connected to.",
+							   &rl_redis_tls_server_name,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   NULL,
+							   NULL,
+							   NULL);
 
 	DefineCustomIntVariable("ratelimit.connect_timeout",
 							"Time allowed to connect and authenticate to Redis.",

@@ -536,12 +536,7 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 				sent[k] = rl_node_ready(nodes[k]) &&
 					rl_node_send(nodes[k], batch + start[k], nbatch[k]);
 			rl_conn_flush_wal();
-			for (int k = 0; k < nn; k++)
-			{
-				if (sent[k])
-					sent[k] = rl_node_receive(nodes[k], got + start[k], nbatch[k],
-											  deadline);
-			}
+			rl_nodes_receive(nodes, nn, sent, got, start, nbatch, deadline);
 
 			m = 0;
 			for (int k = 0; k < nn; k++)

@@ -543,6 +543,9 @@ stats_section
 echo "10. rl_allow c=1 in Sentinel mode beside standalone (5 interleaved slices)"
 sentinel_case || exit 1
 
+# TLS against plain TCP: its own servers (a TLS port), its own ratios.
+RL_BENCH_OUT=$OUT RL_BENCH_SECONDS=$SECS bash "$HERE/tls.sh"
+
 echo
 echo "Targets (ratios within this run)"
 ceil() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", 1 / (1 / a + 1 / b) }'; }

@@ -21,7 +21,7 @@
 
 RL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 RL_PGBIN=/usr/lib/postgresql/15/bin
-RL_PACKAGES="postgresql-15 postgresql-server-dev-15 libhiredis-dev redis-server
+RL_PACKAGES="postgresql-15 postgresql-server-dev-15 libhiredis-dev libssl-dev openssl redis-server
 	libipc-run-perl make gcc"
 # Installed when root; without them the suites that need them skip.
 RL_OPTIONAL_PACKAGES="strace"

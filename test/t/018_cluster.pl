@@ -468,4 +468,132 @@ ok(defined $resumed, 'kill: answers resume after the promotion');
 note sprintf('kill: Redis answers again %.2f s after the promotion', $resumed // -1);
 fault_done('cluster master killed', $mark);
 
+
+# 7. One wait on every master's socket (rl_nodes_receive): a batch of
+# 2600 keys of 900 bytes, most of them on a master asleep for 0.4 s (DEBUG
+# SLEEP), a few on the two others, the first of which is stalled
+# (SIGSTOP) and comes first in the array.  The one wait reads the sleeping
+# master as it wakes while the stalled one holds the deadline: every row
+# but the stalled master's is Redis's, the call ends within the command
+# timeout.  Then a cancel during the wait: an ERROR at once, no wait set
+# left behind.  (rl_allow_many sends 250 keys per round trip, under 300 kB,
+# and a loopback socket takes about 4 MB at once, so here the node-by-node
+# wait, which gives a late node one look at its socket, answers the same
+# rows: this checks the one wait's results, not a difference.)
+{
+	# CRC16 (XMODEM), Redis's key slot, continued from a state: the keys
+	# share a 900-byte head, so each key costs only its short tail.
+	my $crc = sub {
+		my ($c, $str) = @_;
+		for my $b (unpack('C*', $str))
+		{
+			$c ^= $b << 8;
+			$c = ($c & 0x8000) ? (($c << 1) ^ 0x1021) & 0xffff : ($c << 1) & 0xffff
+			  for 1 .. 8;
+		}
+		return $c;
+	};
+	my $pad = 'x' x 900;
+	my $head = $crc->(0, "$dboid:$pad");
+	my @ranges = $rc->slot_ranges;
+	my $port_of_slot = sub {
+		for my $r (@ranges)
+		{
+			return $r->[2] if $_[0] >= $r->[0] && $_[0] <= $r->[1];
+		}
+		return undef;
+	};
+	is($crc->($head, ':c18big:1') & 16383,
+		$rc->keyslot(redis_key("$pad:c18big:1", 'fixed_window')),
+		'multi-wait: the test computes key slots as Redis does');
+	my %seen;
+	my @bm = grep { !$seen{$_}++ } map { $_->[2] } @ranges;
+	my ($pa, $pb, $pc) = @bm;
+	my %want = ($pa => 300, $pb => 2000, $pc => 300);
+	my %ids;
+	for (my $i = 1; grep({ @{ $ids{$_} // [] } < $want{$_} } keys %want); $i++)
+	{
+		my $p = $port_of_slot->($crc->($head, ":c18big:$i") & 16383);
+		push @{ $ids{$p} }, $i if @{ $ids{$p} // [] } < $want{$p};
+	}
+	my $slow = $rc->node($pa);
+	my $nslow = $want{$pa};
+	my $n = $nslow + $want{$pb} + $want{$pc};
+	my $slow_arr = 'ARRAY[' . join(',', @{ $ids{$pa} }) . ']';
+	my $arr = "(SELECT array_agg(repeat('x', 900) || ':c18big:' || i ORDER BY o) FROM unnest(ARRAY["
+	  . join(',', map { @{ $ids{$_} } } ($pa, $pb, $pc)) . "]) WITH ORDINALITY u(i, o))";
+	my $q = "SELECT count(*) FILTER (WHERE s AND remaining IS NULL) || '|' || "
+	  . "count(*) FILTER (WHERE NOT s AND remaining = 9) || '|' || count(*) "
+	  . "FROM (SELECT split_part(key, ':', 3)::int = ANY($slow_arr) AS s, remaining "
+	  . "FROM rl_allow_many($arr, 'fixed_window', 10, '1 day')) b";
+	my $warm_arr = 'ARRAY[' . join(',', map { "'c18:mwarm$_'" } 1 .. 60) . ']';
+	my $warm = "SELECT count(remaining) FROM rl_allow_many($warm_arr, 'fixed_window', 1000000, '1 day')";
+
+	my $bs = rl_session($node);
+	rl_run($bs, 'SET ratelimit.command_timeout = 1000');
+	is((rl_run($bs, $warm))[0], '60', 'multi-wait: warm links to every master');
+	my $bpid = (rl_run($bs, 'SELECT pg_backend_pid()'))[0];
+	$mark = fault_mark();
+	my $sleeper = $rc->node($pb)->cli_bg('DEBUG', 'SLEEP', '0.4');
+	usleep(100_000);
+	$slow->stall;
+	my $t0 = time;
+	my ($out) = rl_run($bs, $q);
+	my $took = time - $t0;
+	$slow->resume;
+	$sleeper->finish;
+	is($out, "$nslow|" . ($n - $nslow) . "|$n",
+		"multi-wait: the stalled master's $nslow keys get the policy, the other masters' "
+		  . ($n - $nslow) . ' are Redis\'s');
+	cmp_ok($took, '<', 2.5, sprintf('multi-wait: returns within the command timeout (%.2f s)', $took));
+	fact('cluster_multiwait_stalled_s.018', sprintf('%.2f', $took));
+	fault_done('cluster master stalled, another asleep, during one wait on all masters', $mark);
+
+	# Cancel during the wait, on warm links with a long command timeout.
+	usleep(300_000);
+	is((rl_run($bs, $warm))[0], '60', 'multi-wait cancel: links warm again');
+	# Every link has its socket and its wait set's epoll descriptor: the
+	# backend's epoll descriptors beyond its TCP sockets stay the same.
+	my $extra_epolls = sub {
+		my (%sock, $ep, $tcp);
+		for my $f (glob("/proc/$bpid/fd/*"))
+		{
+			my $l = readlink($f) // '';
+			$ep++ if $l =~ /eventpoll/;
+			$sock{$1} = 1 if $l =~ /^socket:\[(\d+)\]/;
+		}
+		for my $t ("/proc/$bpid/net/tcp", "/proc/$bpid/net/tcp6")
+		{
+			open my $fh, '<', $t or next;
+			while (<$fh>)
+			{
+				my @f = split ' ';
+				$tcp++ if defined $f[9] && $sock{ $f[9] };
+			}
+		}
+		return ($ep // 0) - ($tcp // 0);
+	};
+	my $epoll0 = $extra_epolls->();
+	rl_run($bs, 'SET ratelimit.command_timeout = 60000');
+	$mark = fault_mark();
+	$slow->stall;
+	RLRedis::rl_start($bs, $q);
+	ok(defined RLRedis::rl_wait_extension($sess, $bpid), 'multi-wait cancel: the backend waits on Redis');
+	my $c0 = time;
+	rl_run($sess, "SELECT pg_cancel_backend($bpid)");
+	my ($cout, $cerr) = RLRedis::rl_finish($bs);
+	my $ct = time - $c0;
+	$slow->resume;
+	like($cerr, qr/ERROR:  57014: canceling statement due to user request/,
+		'multi-wait cancel: ERROR 57014');
+	cmp_ok($ct, '<', 2, sprintf('multi-wait cancel: at once (%.3f s)', $ct));
+	rl_run($bs, 'SET ratelimit.command_timeout = 1000');
+	my $back = RLRedis::rl_wait_for(sub { (rl_run($bs, $warm))[0] eq '60' }, 10);
+	ok(defined $back, 'multi-wait cancel: every master answers again');
+	is($extra_epolls->(), $epoll0,
+		"multi-wait cancel: no wait set left behind (epoll descriptors beyond links: $epoll0)");
+	fault_done('cancel during the wait on several masters', $mark);
+	$bs->quit;
+}
+
 done_testing();

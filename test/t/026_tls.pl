@@ -1,0 +1,356 @@
+# test/t/026_tls.pl
+#
+# TLS to Redis (ratelimit.redis_tls): a real redis-server with a TLS port
+# and certificates this suite makes with openssl.  A verified connection
+# answers exactly; each failed check (unknown CA, wrong name, a client
+# certificate missing where the server requires one) is a configuration
+# error with the policy's answer and a WARNING naming the check and the
+# setting; plaintext against the TLS port and TLS against the plaintext
+# port end within the timeouts with distinct errors; cancel and
+# statement_timeout end a stalled handshake and a stalled read; a
+# restarted server is reconnected; the password is in no message and in
+# no CLIENT LIST.  Ports 16700-16749.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use File::Spec;
+use IPC::Run;
+use Time::HiRes qw(time usleep);
+
+use RLRedis qw(rl_session rl_run rl_start rl_finish rl_wait_extension rl_wait_for
+  rl_status_of fact);
+
+my $dir = PostgreSQL::Test::Utils::tempdir;
+$dir = File::Spec->rel2abs($dir);
+my $secret = 'Tls-Secret-7c41';
+
+# --- certificates: a CA, the server's (127.0.0.1 and localhost), a
+# client's, and a second CA that signed none of them.
+sub openssl
+{
+	my @cmd = ('openssl', @_);
+	my ($out, $err) = ('', '');
+	IPC::Run::run(\@cmd, '>', \$out, '2>', \$err)
+	  or die "openssl @_: $err";
+}
+sub make_ca
+{
+	my ($name) = @_;
+	openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
+		'-nodes', '-keyout', "$dir/$name.key", '-out', "$dir/$name.crt",
+		'-days', '2', '-subj', "/CN=ratelimit test $name");
+}
+sub make_cert
+{
+	my ($name, $ca, $ext) = @_;
+	open my $fh, '>', "$dir/$name.ext" or die;
+	print $fh "$ext\n";
+	close $fh;
+	openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+		'-keyout', "$dir/$name.key", '-out', "$dir/$name.csr",
+		'-subj', "/CN=ratelimit test $name");
+	openssl('x509', '-req', '-in', "$dir/$name.csr", '-CA', "$dir/$ca.crt",
+		'-CAkey', "$dir/$ca.key", '-CAcreateserial', '-days', '2',
+		'-out', "$dir/$name.crt", '-extfile', "$dir/$name.ext");
+	chmod 0600, "$dir/$name.key";
+}
+make_ca('ca');
+make_ca('other-ca');
+make_cert('server', 'ca', "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth");
+make_cert('client', 'ca', "extendedKeyUsage=clientAuth");
+
+# --- one redis-server with a TLS port and a plaintext port.
+sub free_port
+{
+	my ($from) = @_;
+	for my $p ($from .. 16749)
+	{
+		return $p if RLRedis::port_free($p);
+	}
+	die 'no free port in 16700-16749';
+}
+my $tls_port = free_port(16700 + ($$ % 20));
+my $plain_port = free_port($tls_port + 1);
+my $pidfile = "$dir/redis.pid";
+my $redis_pid;
+
+sub redis_start
+{
+	unlink $pidfile;
+	IPC::Run::run [ 'redis-server', '--bind', '127.0.0.1', '--port', $plain_port,
+		'--tls-port', $tls_port, '--tls-cert-file', "$dir/server.crt",
+		'--tls-key-file', "$dir/server.key", '--tls-ca-cert-file', "$dir/ca.crt",
+		'--tls-auth-clients', 'no', '--requirepass', $secret,
+		'--save', '', '--appendonly', 'no', '--daemonize', 'yes',
+		'--dir', $dir, '--pidfile', $pidfile, '--logfile', "$dir/redis.log" ],
+	  '>', \my $out, '2>', \my $err;
+	for (1 .. 100)
+	{
+		if (-s $pidfile && (cli('PING') // '') eq 'PONG')
+		{
+			open my $fh, '<', $pidfile or die;
+			chomp($redis_pid = <$fh>);
+			close $fh;
+			return;
+		}
+		usleep(50_000);
+	}
+	die "redis-server with TLS did not start: $err";
+}
+
+# redis-cli over TLS, verifying the server as the extension does.
+sub cli
+{
+	my @cmd = ('redis-cli', '--tls', '--cacert', "$dir/ca.crt",
+		'--cert', "$dir/client.crt", '--key', "$dir/client.key",
+		'-h', '127.0.0.1', '-p', $tls_port, '-a', $secret, '--no-auth-warning', @_);
+	my $out = '';
+	eval { IPC::Run::run \@cmd, '<', \undef, '>', \$out, '2>', \my $err, IPC::Run::timeout(10) };
+	return undef if $@;
+	chomp $out;
+	return $out;
+}
+
+sub redis_kill
+{
+	return unless $redis_pid;
+	kill 'CONT', $redis_pid;
+	kill 'KILL', $redis_pid;
+	usleep(20_000) while kill 0, $redis_pid;
+	undef $redis_pid;
+}
+END { redis_kill() }
+
+redis_start();
+
+my $node = PostgreSQL::Test::Cluster->new('c026');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'ratelimit'
+ratelimit.redis_host = '127.0.0.1'
+ratelimit.redis_port = $tls_port
+ratelimit.redis_password = '$secret'
+ratelimit.redis_tls = on
+ratelimit.redis_tls_ca_file = '$dir/ca.crt'
+ratelimit.connect_timeout = 500
+ratelimit.command_timeout = 500
+ratelimit.retry_interval = 100
+});
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
+my $dboid = $node->safe_psql('postgres',
+	'SELECT oid FROM pg_database WHERE datname = current_database()');
+
+my $s = rl_session($node);
+my $mon = rl_session($node);
+my $all_err = '';
+sub run
+{
+	my ($sess, $sql) = @_;
+	my ($out, $err, $t) = rl_run($sess, $sql);
+	$all_err .= $err;
+	return ($out, $err, $t);
+}
+sub allow
+{
+	my ($key, $limit) = @_;
+	return "SELECT allowed FROM rl_allow('$key', 'fixed_window', " . ($limit // 2) . ", '1 hour')";
+}
+sub pid_of { (run($_[0], 'SELECT pg_backend_pid()'))[0] }
+
+# 1. A verified connection: exact answers, counted on the TLS server.
+{
+	my @got = map { (run($s, allow('tls:a')))[0] } 1 .. 3;
+	is("@got", 't t f', 'verified TLS: the third call of limit 2 is denied');
+	my $st = rl_status_of($s);
+	is($st->{connected}, 't', 'verified TLS: connected');
+	is($st->{failures}, '0', 'verified TLS: no failure');
+	my $pid = pid_of($s);
+	my $list = cli('CLIENT', 'LIST') // '';
+	my ($line) = grep { /name=pg:$dboid:$pid\b/ } split /\n/, $list;
+	ok(defined $line && $line =~ /laddr=127\.0\.0\.1:$tls_port\b/,
+		"verified TLS: the backend's client is on the TLS port");
+	my @keys = grep { /tls:a/ } split /\n/, cli('KEYS', '*') // '';
+	is(scalar(@keys), 1, 'verified TLS: one key on the server');
+	like(cli('TTL', $keys[0]) // '', qr/^\d+$/, 'verified TLS: the key has a TTL');
+
+	# The name, given: the server's certificate names localhost.
+	run($s, "SET ratelimit.redis_tls_server_name = 'localhost'");
+	is((run($s, allow('tls:a')))[0], 'f', 'server name localhost: verified, Redis answers');
+	is(rl_status_of($s)->{failures}, '0', 'server name localhost: no failure');
+}
+
+# A failed check: the policy's answer (closed: f with a retry time), one
+# WARNING naming the check and the setting, and "misconfigured".
+sub refused
+{
+	my ($what, $set, $check, $setting) = @_;
+	# A fresh backend: its own link, and its first WARNING.
+	my $s = rl_session($node);
+	run($s, $_) for @$set;
+	run($s, "SET ratelimit.failure_mode = 'closed'");
+	my ($out, $err, $t) = run($s, allow("tls:$what", 100));
+	is($out, 'f', "$what: the policy's answer (closed)");
+	like($err, qr/WARNING:  F0000: ratelimit cannot use Redis server 127\.0\.0\.1:\d+: check \Q$setting\E/,
+		"$what: the WARNING names $setting");
+	like($err, qr/DETAIL:  .*$check/, "$what: the detail says: $check");
+	like(rl_status_of($s)->{last_error}, qr/^misconfigured \(\Q$setting\E\)/,
+		"$what: last_error is misconfigured");
+	ok($t < 2, sprintf("$what: answered in %.0f ms", $t * 1000));
+	$s->quit;
+	return $err;
+}
+
+# 2. Wrong server name, wrong CA, a CA file that is not there.
+refused('wrong server name', [ "SET ratelimit.redis_tls_server_name = 'redis.example.com'" ],
+	'did not verify: [Hh]ostname mismatch', 'ratelimit.redis_tls_server_name');
+refused('wrong CA', [ "SET ratelimit.redis_tls_ca_file = '$dir/other-ca.crt'" ],
+	'did not verify: (unable to get local issuer certificate|self-signed certificate in certificate chain)', 'ratelimit.redis_tls_ca_file');
+refused('missing CA file', [ "SET ratelimit.redis_tls_ca_file = '$dir/nothing.crt'" ],
+	'could not load the certificate authorities', 'ratelimit.redis_tls_ca_file');
+is((run($s, allow('tls:b')))[0], 't', 'settings reset: answers again');
+
+# 3. A server that requires client certificates.
+is(cli('CONFIG', 'SET', 'tls-auth-clients', 'yes'), 'OK', 'server now requires client certificates');
+my $nocert = refused('no client certificate', [],
+	'certificate required', 'ratelimit.redis_tls_cert_file and ratelimit.redis_tls_key_file');
+refused('a client certificate from another CA', [
+		"SET ratelimit.redis_tls_cert_file = '$dir/other-ca.crt'",
+		"SET ratelimit.redis_tls_key_file = '$dir/other-ca.key'" ],
+	'alert', 'ratelimit.redis_tls_cert_file and ratelimit.redis_tls_key_file');
+refused('a certificate without its key', [ "SET ratelimit.redis_tls_cert_file = '$dir/client.crt'" ],
+	'needs both', 'ratelimit.redis_tls_cert_file and ratelimit.redis_tls_key_file');
+run($s, "SET ratelimit.redis_tls_cert_file = '$dir/client.crt'");
+run($s, "SET ratelimit.redis_tls_key_file = '$dir/client.key'");
+my @got = map { (run($s, allow('tls:c')))[0] } 1 .. 3;
+is("@got", 't t f', 'with the client certificate: exact answers');
+run($s, 'RESET ALL');
+is(cli('CONFIG', 'SET', 'tls-auth-clients', 'no'), 'OK', 'client certificates optional again');
+
+# 4. The wrong protocol on either port: bounded, the policy, distinct errors.
+{
+	my $s = rl_session($node);
+	run($s, "SET ratelimit.failure_mode = 'closed'");
+	run($s, "SET ratelimit.redis_port = $plain_port");
+	my ($out, $err, $t) = run($s, allow('tls:d', 100));
+	is($out, 'f', 'TLS to the plaintext port: the policy');
+	like($err, qr/check ratelimit\.redis_tls;.*\n.*DETAIL:  .*TLS handshake failed: .*does not seem to speak TLS|timed out in the TLS handshake/,
+		'TLS to the plaintext port: a TLS handshake error');
+	ok($t < 1.5, sprintf('TLS to the plaintext port: within the connect timeout (%.0f ms)', $t * 1000));
+	note $err;
+	$s->quit;
+
+	$s = rl_session($node);
+	run($s, "SET ratelimit.failure_mode = 'closed'");
+	run($s, "SET ratelimit.redis_port = $tls_port");
+	run($s, 'SET ratelimit.redis_tls = off');
+	($out, $err, $t) = run($s, allow('tls:d', 100));
+	is($out, 'f', 'plaintext to the TLS port: the policy');
+	like($err, qr/WARNING:  08006: Redis server 127\.0\.0\.1:$tls_port is unavailable/,
+		'plaintext to the TLS port: an outage WARNING');
+	unlike($err, qr/TLS handshake/, 'plaintext to the TLS port: not the TLS error');
+	ok($t < 1.5, sprintf('plaintext to the TLS port: within the timeouts (%.0f ms)', $t * 1000));
+	note $err;
+	$s->quit;
+}
+
+# 5. A stalled TLS server: cancel and statement_timeout end the handshake
+# and the read, whatever the Redis timeouts say.
+{
+	my $h = rl_session($node);    # no link yet: will stall in the handshake
+	my $r = rl_session($node);    # a link: will stall in the read
+	is((run($r, allow('tls:e', 100)))[0], 't', 'stall: a warm link');
+	for my $x ($h, $r)
+	{
+		run($x, 'SET ratelimit.connect_timeout = 60000');
+		run($x, 'SET ratelimit.command_timeout = 60000');
+	}
+	kill 'STOP', $redis_pid;
+
+	for my $case ([ $h, 'mid-handshake' ], [ $r, 'mid-read' ])
+	{
+		my ($x, $what) = @$case;
+		my $pid = pid_of($x);
+		rl_start($x, allow('tls:e', 100));
+		ok(defined rl_wait_extension($mon, $pid), "stall $what: waits on Redis");
+		my $t0 = time;
+		run($mon, "SELECT pg_cancel_backend($pid)");
+		my ($out, $err) = rl_finish($x);
+		my $t = time - $t0;
+		like($err, qr/ERROR:  57014: canceling statement due to user request/,
+			"stall $what: pg_cancel_backend ends it");
+		is($out, '', "stall $what: no answer row");
+		ok($t < 2, sprintf("stall $what: cancel took %.0f ms", $t * 1000));
+		fact('figure.026', sprintf('stalled TLS server, %s: pg_cancel_backend to ERROR in %.0f ms',
+				$what, $t * 1000));
+	}
+	# The cancel dropped $r's link: it stalls in the handshake now, so warm
+	# a third session to stall in the read under statement_timeout.
+	kill 'CONT', $redis_pid;
+	my $q = rl_session($node);
+	is((run($q, allow('tls:e', 100)))[0], 't', 'stall: another warm link');
+	run($q, 'SET ratelimit.command_timeout = 60000');
+	kill 'STOP', $redis_pid;
+	for my $case ([ $h, 'mid-handshake' ], [ $q, 'mid-read' ])
+	{
+		my ($x, $what) = @$case;
+		run($x, "SET statement_timeout = '300ms'");
+		my ($out, $err, $t) = run($x, allow('tls:e', 100));
+		like($err, qr/ERROR:  57014: canceling statement due to statement timeout/,
+			"stall $what: statement_timeout ends it");
+		is($out, '', "stall $what: no answer row under statement_timeout");
+		ok($t < 2, sprintf("stall $what: statement_timeout after %.0f ms", $t * 1000));
+		run($x, 'RESET statement_timeout');
+	}
+	kill 'CONT', $redis_pid;
+	$_->quit for ($h, $r, $q);
+
+	# A handshake cut short is dropped, not kept as a link: once the
+	# server is back the next call connects afresh and Redis answers it
+	# (failure_mode closed: no fail-open 't').
+	my $x = rl_session($node);
+	run($x, 'SET ratelimit.connect_timeout = 60000');
+	run($x, "SET ratelimit.failure_mode = 'closed'");
+	my $xpid = pid_of($x);
+	kill 'STOP', $redis_pid;
+	rl_start($x, allow('tls:e2', 100));
+	ok(defined rl_wait_extension($mon, $xpid), 'handshake cut short: waits on Redis');
+	run($mon, "SELECT pg_cancel_backend($xpid)");
+	my (undef, $xerr) = rl_finish($x);
+	like($xerr, qr/57014/, 'handshake cut short: cancelled');
+	kill 'CONT', $redis_pid;
+	is((run($x, allow('tls:e2', 100)))[0], 't',
+		'after a handshake cut short: a fresh, authenticated link answers');
+	$x->quit;
+}
+
+# 6. A restarted server: the next call after the retry interval reconnects.
+{
+	is((run($s, allow('tls:f', 100)))[0], 't', 'restart: answered before');
+	redis_kill();
+	redis_start();
+	my $ok = rl_wait_for(sub { (run($s, allow('tls:f2', 100)))[0] eq 't'
+		  && rl_status_of($s)->{connected} eq 't' }, 10);
+	ok(defined $ok, 'restart: answers again over TLS');
+	my @keys = grep { /tls:f2/ } split /\n/, cli('KEYS', '*') // '';
+	is(scalar(@keys), 1, 'restart: counted on the new server');
+}
+
+# 7. The password: in no message, log line or CLIENT LIST.
+{
+	my $list = cli('CLIENT', 'LIST') // '';
+	ok($list =~ /name=pg:/, 'CLIENT LIST shows our clients');
+	unlike($list, qr/\Q$secret\E/, 'the password is not in CLIENT LIST');
+	unlike($all_err, qr/\Q$secret\E/, 'the password is in no message to the client');
+	like($all_err, qr/WARNING/, 'messages were collected');
+	unlike(slurp_file($node->logfile), qr/\Q$secret\E/, 'the password is not in the server log');
+}
+
+$s->quit;
+$mon->quit;
+$node->stop;
+done_testing();
