@@ -231,8 +231,8 @@ SELECT rl_reset('settings:ns', 'fixed_window');
 -- failure_mode with Redis out of reach (nothing listens on port 1, so the
 -- connection is refused at once; redis_nodes names it too, for the same
 -- test against a cluster, whose endpoint reads "cluster:127.0.0.1:1").
--- A long retry_interval means a single
--- connection attempt; the calls after it answer without trying.
+-- A long retry_interval means a single connection attempt; the calls
+-- after it answer without trying.
 SELECT fail_open AS open0, fail_closed AS closed0, failures AS failures0
 FROM rl_status() \gset
 SET ratelimit.retry_interval = '1h';
