@@ -10,7 +10,8 @@
 # socket in its temporary directory) on loopback, and runs
 #   1. the pg_regress suites listed in the Makefile's REGRESS,
 #   2. the same suites again against a local Redis Cluster of three
-#      masters (suite "regress_cluster"; test/lib/cluster.sh), and
+#      masters and three replicas (suite "regress_cluster";
+#      test/lib/cluster.sh), and
 #   3. the TAP suites test/t/*.pl, if any; they start their own servers.
 # A user other than root who already has the packages can run it too: it
 # then installs the build if it may, or goes on if the installed extension
@@ -212,9 +213,20 @@ rl_run_regress_standalone() {
 	rl_run_regress pg_regress regress "${tests[@]}"
 }
 
+# True once a new session of the check server sees setting NAME = VALUE
+# (pg_reload_conf only signals the postmaster; 5 s at most).
+rl_wait_setting() {
+	for _ in $(seq 50); do
+		[ "$(rl_psql check -Atc "SHOW $1")" = "$2" ] && return 0
+		sleep 0.1
+	done
+	echo "$1 is not $2 after the reload" >&2
+	return 1
+}
+
 # The same suites, unchanged, against a real Redis Cluster of three
-# masters (RL_ONLY name: regress_cluster; with REGRESS names beside it,
-# only those).  The server is switched with ALTER SYSTEM, as a user would:
+# masters with a replica each (RL_ONLY name: regress_cluster; with REGRESS
+# names beside it, only those).  The server is switched with ALTER SYSTEM, as a user would:
 # ratelimit.redis_mode = cluster and ratelimit.redis_nodes = every master.
 # The expected files are the standalone ones; where a line must differ
 # (the endpoint rl_status() prints), expected/<test>_1.out is the
@@ -225,9 +237,10 @@ rl_run_regress_cluster() {
 	rl_selected regress_cluster || return 0
 	read -r -a tests <<<"$(rl_regress_selected)"
 	t0=$EPOCHREALTIME
-	if ! rl_start_cluster rc 3; then
+	if ! rl_start_cluster rc 3 1; then
 		echo "could not start the Redis Cluster" >&2
 		RL_SUITES+=("regress_cluster 0 1")
+		rl_stop_cluster rc
 		return
 	fi
 	rl_note "cluster: $RL_CLUSTER_SEEDS, ready in" \
@@ -235,7 +248,8 @@ rl_run_regress_cluster() {
 	if ! rl_psql check -q \
 		-c "ALTER SYSTEM SET ratelimit.redis_mode = cluster" \
 		-c "ALTER SYSTEM SET ratelimit.redis_nodes = '$RL_CLUSTER_SEEDS'" \
-		-c "SELECT pg_reload_conf()" >/dev/null; then
+		-c "SELECT pg_reload_conf()" >/dev/null ||
+		! rl_wait_setting ratelimit.redis_mode cluster; then
 		RL_SUITES+=("regress_cluster 0 1")
 		rl_stop_cluster rc
 		return
@@ -246,6 +260,8 @@ rl_run_regress_cluster() {
 		-c "ALTER SYSTEM RESET ratelimit.redis_nodes" \
 		-c "SELECT pg_reload_conf()" >/dev/null
 	rl_stop_cluster rc
+	rl_note "regress_cluster: $(awk -v a="$t0" -v b="$EPOCHREALTIME" \
+		'BEGIN { printf "%.1f", b - a }') s in all (cluster start and stop included)"
 }
 
 # TAP::Harness with a callback that writes, for each test file as it
