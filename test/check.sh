@@ -233,7 +233,7 @@ rl_wait_setting() {
 # cluster's.  The cluster is stopped again before the TAP suites start
 # (they use its port block).
 rl_run_regress_cluster() {
-	local tests t0
+	local tests t0 t1 t2
 	rl_selected regress_cluster || return 0
 	read -r -a tests <<<"$(rl_regress_selected)"
 	t0=$EPOCHREALTIME
@@ -254,14 +254,19 @@ rl_run_regress_cluster() {
 		rl_stop_cluster rc
 		return
 	fi
+	t1=$EPOCHREALTIME
 	rl_run_regress regress_cluster regress-cluster "${tests[@]}"
+	t2=$EPOCHREALTIME
+	rl_note "regress_cluster: scripts run per node (EVALSHA + EVAL calls):" \
+		"$(rl_cluster_script_calls)"
 	rl_psql check -q \
 		-c "ALTER SYSTEM RESET ratelimit.redis_mode" \
 		-c "ALTER SYSTEM RESET ratelimit.redis_nodes" \
 		-c "SELECT pg_reload_conf()" >/dev/null
 	rl_stop_cluster rc
-	rl_note "regress_cluster: $(awk -v a="$t0" -v b="$EPOCHREALTIME" \
-		'BEGIN { printf "%.1f", b - a }') s in all (cluster start and stop included)"
+	rl_note "regress_cluster: $(awk -v a="$t0" -v b="$t1" -v c="$t2" \
+		-v d="$EPOCHREALTIME" 'BEGIN { printf "%.1f s in all: start %.1f, tests %.1f, stop %.1f",
+			d - a, b - a, c - b, d - c }')"
 }
 
 # TAP::Harness with a callback that writes, for each test file as it

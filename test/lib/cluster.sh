@@ -15,6 +15,7 @@
 #                                    start the nodes, create the cluster;
 #                                    sets RL_CLUSTER_SEEDS ("h:p,h:p,...",
 #                                    every node)
+#   rl_cluster_script_calls          "port=N ...": scripts each node ran
 #   rl_stop_cluster NAME             stop its nodes (rl_stop_all does too)
 #
 # The nodes are ordinary rl_start_redis servers, so rl_stop_all (on exit)
@@ -99,10 +100,38 @@ rl_start_cluster() {
 	return 1
 }
 
+# "port=N ..." for every node: the Lua scripts it ran (INFO commandstats),
+# which shows how the work spread over the masters (replicas show 0).
+rl_cluster_script_calls() {
+	local p n out=()
+	for p in "${RL_CLUSTER_PORTS[@]}"; do
+		n=$(redis-cli -p "$p" INFO commandstats 2>/dev/null |
+			awk -F '[=,]' '/^cmdstat_(evalsha|eval):/ { s += $2 } END { print s + 0 }')
+		out+=("$p=$n")
+	done
+	echo "${out[*]}"
+}
+
+# Every node is sent SIGTERM at once, then waited for: a node takes one
+# to two seconds to exit, so one by one would cost about 12 s for six.
 rl_stop_cluster() {
-	local name=$1 i
+	local name=$1 i f p alive pids=()
 	for i in "${!RL_CLUSTER_PORTS[@]}"; do
-		rl_stop_redis "$name$i"
+		f=$RL_TMP/redis-$name$i/redis.pid
+		[ -f "$f" ] && pids+=("$(cat "$f")")
+	done
+	[ ${#pids[@]} -gt 0 ] && kill -CONT "${pids[@]}" 2>/dev/null
+	[ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null
+	for _ in $(seq 100); do
+		alive=0
+		for p in "${pids[@]}"; do
+			kill -0 "$p" 2>/dev/null && alive=1
+		done
+		[ "$alive" = 0 ] && break
+		sleep 0.1
+	done
+	for i in "${!RL_CLUSTER_PORTS[@]}"; do
+		rm -f "$RL_TMP/redis-$name$i/redis.pid"
 	done
 	RL_CLUSTER_PORTS=()
 	RL_CLUSTER_SEEDS=
