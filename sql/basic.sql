@@ -69,11 +69,19 @@ SELECT * FROM rl_allow('basic:reset', 'leaky_bucket', 2, '1 minute');
 SELECT rl_reset('basic:reset', 'gcra');
 SELECT * FROM rl_peek('basic:reset', 'leaky_bucket', 2, '1 minute');
 
--- rl_status: connected, a server version, this backend's counters.
-SELECT endpoint = '127.0.0.1:' || current_setting('ratelimit.redis_port')
-		   AS endpoint_ok,
+-- rl_status: connected, a server version, this backend's counters.  The
+-- endpoint is the server's host:port, or in cluster mode the seed list
+-- and the number of masters; one connection per server at most (the keys
+-- above may live on one master or on several).
+SELECT CASE current_setting('ratelimit.redis_mode')
+		   WHEN 'cluster' THEN endpoint LIKE 'cluster:' ||
+			   current_setting('ratelimit.redis_nodes') || ' (% masters)'
+		   ELSE endpoint = '127.0.0.1:' || current_setting('ratelimit.redis_port')
+	   END AS endpoint_ok,
 	   connected, server_version ~ '^[0-9]+\.[0-9]+' AS version_ok,
-	   last_error, last_error_at, fail_open, fail_closed, failures, connects
+	   last_error, last_error_at, fail_open, fail_closed, failures,
+	   connects BETWEEN 1 AND coalesce(substring(endpoint
+			   FROM '\(([0-9]+) masters\)$')::int, 1) AS connects_ok
 FROM rl_status();
 SELECT calls AS calls0, allowed AS allowed0, denied AS denied0,
 	   connects AS connects0

@@ -110,6 +110,7 @@ SELECT * FROM rl_peek('batch:n', 'gcra', 1, '1 second');
 
 -- Redis unavailable: every row is the failure policy's answer.
 SET ratelimit.redis_port = 1;
+SET ratelimit.redis_nodes = '127.0.0.1:1';
 SELECT * FROM rl_allow_many(ARRAY['batch:p', 'batch:q'], 'gcra', 1, '1 second');
 SET ratelimit.failure_mode = closed;
 SELECT key, allowed, remaining, retry_after_ms > 0 AS retry_later, reset_after_ms
@@ -118,6 +119,7 @@ SET ratelimit.failure_mode = error;
 SELECT batch_error($$SELECT * FROM rl_allow_many(ARRAY['batch:p'], 'gcra', 1, '1 second')$$);
 RESET ratelimit.failure_mode;
 RESET ratelimit.redis_port;
+RESET ratelimit.redis_nodes;
 -- Back on Redis: batch:p was never charged.
 SELECT * FROM rl_allow_many(ARRAY['batch:p'], 'gcra', 1, '1 second');
 

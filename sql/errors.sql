@@ -166,6 +166,7 @@ FROM rl_status();
 -- The same, with Redis out of reach: a bad argument is still reported as
 -- such (22004, 22023), not as 08006, so it was checked first.
 SET ratelimit.redis_port = 1;
+SET ratelimit.redis_nodes = '127.0.0.1:1';
 SET ratelimit.failure_mode = error;
 SET client_min_messages = error;
 SELECT n, try(e) FROM (VALUES
@@ -183,6 +184,7 @@ SELECT failures - :failures0 > 0 AS failed FROM rl_status();
 RESET client_min_messages;
 RESET ratelimit.failure_mode;
 RESET ratelimit.redis_port;
+RESET ratelimit.redis_nodes;
 
 -- Odd keys (table odd, above) are valid, and each is its own limiter: key
 -- n takes n units of a 100-unit fixed_window, then a peek of each shows

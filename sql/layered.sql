@@ -154,6 +154,7 @@ SELECT * FROM rl_peek_layered('layered:x', ARRAY[('gcra', 1, '1 second')]::rl_ru
 
 -- Redis unavailable: the failure policy's answer.
 SET ratelimit.redis_port = 1;
+SET ratelimit.redis_nodes = '127.0.0.1:1';
 SELECT * FROM rl_allow_layered('layered:u4', layered_rules());
 SET ratelimit.failure_mode = closed;
 SELECT allowed, remaining, retry_after_ms > 0 AS retry_later, reset_after_ms
@@ -163,6 +164,7 @@ SELECT layered_error($$SELECT * FROM rl_allow_layered('layered:u4', layered_rule
 SELECT layered_error($$SELECT rl_reset_layered('layered:u4', layered_rules())$$);
 RESET ratelimit.failure_mode;
 RESET ratelimit.redis_port;
+RESET ratelimit.redis_nodes;
 SELECT * FROM rl_peek_layered('layered:u4', layered_rules());
 
 DROP FUNCTION layered_error(text);

@@ -8,6 +8,7 @@
 LOAD 'ratelimit';
 SET ratelimit.engine = local;
 SET ratelimit.redis_port = 1;
+SET ratelimit.redis_nodes = '127.0.0.1:1';
 SET ratelimit.failure_mode = error;
 SET ratelimit.test_clock_ms = 1800000000000;
 
@@ -400,4 +401,5 @@ SELECT connected, failures, fail_open, fail_closed FROM rl_status();
 DROP TABLE local_posts, local_bulk;
 RESET ratelimit.engine;
 RESET ratelimit.redis_port;
+RESET ratelimit.redis_nodes;
 RESET ratelimit.failure_mode;

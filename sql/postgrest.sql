@@ -320,6 +320,7 @@ SELECT * FROM rl_peek('sub:u8', 'gcra', 3, '1 minute');
 -- Redis unavailable
 --
 SET ratelimit.redis_port = 1;
+SET ratelimit.redis_nodes = '127.0.0.1:1';
 -- open: the request passes, without RateLimit headers (nothing is known).
 BEGIN READ ONLY;
 SET LOCAL ROLE regress_rl_pgrst_anon;
@@ -343,6 +344,7 @@ SELECT state, message FROM pgrst_call('SELECT pgrst_api.pre_request()');
 ROLLBACK;
 RESET ratelimit.failure_mode;
 RESET ratelimit.redis_port;
+RESET ratelimit.redis_nodes;
 
 --
 -- The throttling trigger inside a PostgREST request: POST /comments

@@ -253,12 +253,15 @@ RESET ratelimit.isolate_databases;
 SELECT rl_reset('settings:ns', 'fixed_window');
 
 -- failure_mode with Redis out of reach (nothing listens on port 1, so the
--- connection is refused at once).  A long retry_interval means a single
--- connection attempt; the calls after it answer without trying.
+-- connection is refused at once; redis_nodes names it too, for the same
+-- test against a cluster, whose endpoint reads "cluster:127.0.0.1:1").
+-- A long retry_interval means a single connection attempt; the calls
+-- after it answer without trying.
 SELECT fail_open AS open0, fail_closed AS closed0, failures AS failures0
 FROM rl_status() \gset
 SET ratelimit.retry_interval = '1h';
 SET ratelimit.redis_port = 1;
+SET ratelimit.redis_nodes = '127.0.0.1:1';
 -- open: allowed, nothing known: (t,NULL,0,NULL).  One WARNING.
 SET ratelimit.failure_mode = open;
 SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
@@ -279,12 +282,14 @@ SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
 SET ratelimit.failure_mode = open;
 SELECT rl_reset('settings:f', 'gcra');
 \echo :LAST_ERROR_SQLSTATE
-SELECT endpoint, connected, last_error, last_error_at IS NOT NULL AS at,
+SELECT regexp_replace(endpoint, '^cluster:', '') AS endpoint,
+	   connected, last_error, last_error_at IS NOT NULL AS at,
 	   fail_open - :open0 AS fail_open, fail_closed - :closed0 AS fail_closed,
 	   failures - :failures0 AS failures
 FROM rl_status();
 -- RESET of the port takes effect at the next call, despite the hour.
 RESET ratelimit.redis_port;
+RESET ratelimit.redis_nodes;
 SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
 SELECT connected, fail_open - :open0 AS fail_open,
 	   failures - :failures0 AS failures
@@ -298,6 +303,7 @@ RESET ratelimit.retry_interval;
 -- and has no use for a socket.  (Port 1: the WARNINGs name the endpoint.)
 SELECT failures AS failures0 FROM rl_status() \gset
 SET ratelimit.redis_port = 1;
+SET ratelimit.redis_nodes = '';
 SET ratelimit.redis_mode = sentinel;
 SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
 SELECT endpoint, last_error FROM rl_status();
@@ -319,14 +325,18 @@ SET ratelimit.redis_socket = '/tmp/redis.sock';
 SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
 SELECT last_error, failures - :failures0 AS failures FROM rl_status();
 RESET ratelimit.redis_socket;
--- The suite's Redis is no cluster node: a configuration error, too.
+-- The suite's Redis is no cluster node: a configuration error, too (an
+-- empty redis_nodes falls back to redis_host:redis_port).
 RESET ratelimit.redis_port;
+SET ratelimit.redis_nodes = '';
 SET client_min_messages = error;
 SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
 RESET client_min_messages;
 SELECT last_error FROM rl_status();
 RESET ratelimit.redis_mode;
+RESET ratelimit.redis_nodes;
 -- TLS needs TCP: with a Unix socket it is a configuration error, too.
+SET ratelimit.redis_mode = standalone;
 SET ratelimit.redis_port = 1;
 SET ratelimit.redis_tls = on;
 SET ratelimit.redis_socket = '/tmp/redis.sock';
@@ -335,6 +345,7 @@ SELECT last_error FROM rl_status();
 RESET ratelimit.redis_socket;
 RESET ratelimit.redis_tls;
 RESET ratelimit.redis_port;
+RESET ratelimit.redis_mode;
 SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
 SELECT rl_reset('settings:f', 'gcra');
 
@@ -351,6 +362,7 @@ SELECT rl_reset('settings:clock', 'gcra');
 SET ratelimit.test_clock_ms = 1800000000000;
 SELECT fail_open AS open1, fail_closed AS closed1 FROM rl_status() \gset
 SET ratelimit.redis_port = 1;
+SET ratelimit.redis_nodes = '127.0.0.1:1';
 SET ratelimit.retry_interval = '1h';
 SET ratelimit.failure_mode = local;
 -- (The WARNING may fall within the interval of the one above: not shown.)
@@ -367,6 +379,7 @@ SET ratelimit.engine = local;
 SELECT rl_reset('settings:f', 'gcra');
 RESET ratelimit.engine;
 RESET ratelimit.redis_port;
+RESET ratelimit.redis_nodes;
 RESET ratelimit.failure_mode;
 RESET ratelimit.retry_interval;
 RESET ratelimit.test_clock_ms;

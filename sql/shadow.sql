@@ -102,12 +102,14 @@ SELECT allowed FROM rl_allow('shadow:a', 'fixed_window', 2, '1 minute');
 -- With failure_mode closed and Redis unreachable, shadow mode lets the
 -- call through as well; the answer is the policy's (remaining unknown).
 SET ratelimit.redis_port = 1;
+SET ratelimit.redis_nodes = '127.0.0.1:1';
 SET ratelimit.failure_mode = closed;
 SET ratelimit.enforce = off;
 SELECT * FROM rl_allow('shadow:h', 'fixed_window', 1, '1 minute');
 RESET ratelimit.enforce;
 RESET ratelimit.failure_mode;
 RESET ratelimit.redis_port;
+RESET ratelimit.redis_nodes;
 
 -- Only a superuser may switch enforcement, or set it for a role.
 CREATE ROLE regress_rl_shadow;

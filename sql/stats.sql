@@ -131,6 +131,7 @@ FROM rl_stats_rtt;
 -- policy answers every call until retry_interval has passed.
 SELECT stats_remark();
 SET ratelimit.redis_port = 1;
+SET ratelimit.redis_nodes = '127.0.0.1:1';
 SET ratelimit.retry_interval = 3600000;
 SELECT (rl_allow('stats:c', 'fixed_window', 2, '1 minute')).allowed
 FROM generate_series(1, 3);
@@ -140,6 +141,7 @@ FROM generate_series(1, 2);
 SELECT * FROM stats_delta();
 RESET ratelimit.failure_mode;
 RESET ratelimit.redis_port;
+RESET ratelimit.redis_nodes;
 
 -- A database Redis does not have: misconfigured.
 SELECT stats_remark();

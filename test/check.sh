@@ -8,8 +8,11 @@
 # builds and installs the extension, starts a throwaway Redis (the first
 # free port from 6399 on, or RL_CHECK_REDIS_PORT) and PostgreSQL (on a
 # socket in its temporary directory) on loopback, and runs
-#   1. the pg_regress suites listed in the Makefile's REGRESS, and
-#   2. the TAP suites test/t/*.pl, if any; they start their own servers.
+#   1. the pg_regress suites listed in the Makefile's REGRESS,
+#   2. the same suites again against a local Redis Cluster of three
+#      masters and three replicas (suite "regress_cluster";
+#      test/lib/cluster.sh), and
+#   3. the TAP suites test/t/*.pl, if any; they start their own servers.
 # A user other than root who already has the packages can run it too: it
 # then installs the build if it may, or goes on if the installed extension
 # is byte for byte this build.
@@ -26,6 +29,7 @@
 set -u
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib/servers.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/lib/cluster.sh"
 
 # Redis listens on loopback: the first free port from 6399 on, unless
 # RL_CHECK_REDIS_PORT names one.  PostgreSQL listens only on a socket in
@@ -140,27 +144,37 @@ rl_regress_inputdir() {
 	echo "$RL_TMP/regress-input"
 }
 
-rl_run_regress() {
-	local all tests=() t inputdir out rc passed failed total
+# The REGRESS tests RL_ONLY selects (all when it names none of them).
+rl_regress_selected() {
+	local all tests=() t
 	read -r -a all <<<"$(rl_regress_list)"
 	for t in "${all[@]}"; do
 		rl_selected "$t" && tests+=("$t")
 	done
-	[ ${#all[@]} -gt 0 ] && [ ${#tests[@]} -eq 0 ] && return
+	[ ${#tests[@]} -eq 0 ] && tests=("${all[@]}")
+	echo "${tests[*]}"
+}
+
+# rl_run_regress SUITE DIR TEST...: one pg_regress run of the tests into
+# $RL_TMP/DIR, reported as the suite line SUITE.
+rl_run_regress() {
+	local suite=$1 dir=$2
+	shift 2
+	local tests=("$@") inputdir out rc passed failed total
 	if [ ${#tests[@]} -eq 0 ]; then
 		echo "no REGRESS list in the Makefile" >&2
-		RL_SUITES+=("pg_regress 0 1")
+		RL_SUITES+=("$suite 0 1")
 		return
 	fi
 	inputdir=$(rl_regress_inputdir)
-	mkdir -p "$RL_TMP/regress"
-	[ "$(id -u)" = 0 ] && chown postgres: "$RL_TMP/regress"
-	out=$RL_TMP/regress/pg_regress.log
+	mkdir -p "$RL_TMP/$dir"
+	[ "$(id -u)" = 0 ] && chown postgres: "$RL_TMP/$dir"
+	out=$RL_TMP/$dir/pg_regress.log
 
-	rl_note "pg_regress: ${tests[*]}"
+	rl_note "$suite: ${tests[*]}"
 	# shellcheck disable=SC2046
 	(cd "$RL_TMP" && timeout -k 10 "$RL_REGRESS_TIMEOUT" $(rl_owner_cmd) "$RL_PG_REGRESS" \
-		--inputdir="$inputdir" --outputdir="$RL_TMP/regress" \
+		--inputdir="$inputdir" --outputdir="$RL_TMP/$dir" \
 		--bindir="$RL_PGBIN" --host="$RL_TMP" --port="$RL_CHECK_PG_PORT" \
 		--user=postgres --dbname=contrib_regression \
 		--encoding=UTF8 --no-locale \
@@ -179,13 +193,80 @@ rl_run_regress() {
 		failed=1
 	fi
 	if [ "$failed" != 0 ]; then
-		if [ -f "$RL_TMP/regress/regression.diffs" ]; then
-			rl_note "regression.diffs"
-			cat "$RL_TMP/regress/regression.diffs"
+		if [ -f "$RL_TMP/$dir/regression.diffs" ]; then
+			rl_note "$suite: regression.diffs"
+			cat "$RL_TMP/$dir/regression.diffs"
 		fi
 		[ "$rc" = 124 ] && echo "pg_regress timed out after ${RL_REGRESS_TIMEOUT}s"
 	fi
-	RL_SUITES+=("pg_regress $passed $failed")
+	RL_SUITES+=("$suite $passed $failed")
+}
+
+# The pg_regress suites against standalone Redis (the server's settings).
+rl_run_regress_standalone() {
+	local all tests=() t
+	read -r -a all <<<"$(rl_regress_list)"
+	for t in "${all[@]}"; do
+		rl_selected "$t" && tests+=("$t")
+	done
+	[ ${#all[@]} -gt 0 ] && [ ${#tests[@]} -eq 0 ] && return
+	rl_run_regress pg_regress regress "${tests[@]}"
+}
+
+# True once a new session of the check server sees setting NAME = VALUE
+# (pg_reload_conf only signals the postmaster; 5 s at most).
+rl_wait_setting() {
+	for _ in $(seq 50); do
+		[ "$(rl_psql check -Atc "SHOW $1")" = "$2" ] && return 0
+		sleep 0.1
+	done
+	echo "$1 is not $2 after the reload" >&2
+	return 1
+}
+
+# The same suites, unchanged, against a real Redis Cluster of three
+# masters with a replica each (RL_ONLY name: regress_cluster; with REGRESS
+# names beside it, only those).  The server is switched with ALTER SYSTEM, as a user would:
+# ratelimit.redis_mode = cluster and ratelimit.redis_nodes = every master.
+# The expected files are the standalone ones; where a line must differ
+# (the endpoint rl_status() prints), expected/<test>_1.out is the
+# cluster's.  The cluster is stopped again before the TAP suites start
+# (they use its port block).
+rl_run_regress_cluster() {
+	local tests t0 t1 t2
+	rl_selected regress_cluster || return 0
+	read -r -a tests <<<"$(rl_regress_selected)"
+	t0=$EPOCHREALTIME
+	if ! rl_start_cluster rc 3 1; then
+		echo "could not start the Redis Cluster" >&2
+		RL_SUITES+=("regress_cluster 0 1")
+		rl_stop_cluster rc
+		return
+	fi
+	rl_note "cluster: $RL_CLUSTER_SEEDS, ready in" \
+		"$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s"
+	if ! rl_psql check -q \
+		-c "ALTER SYSTEM SET ratelimit.redis_mode = cluster" \
+		-c "ALTER SYSTEM SET ratelimit.redis_nodes = '$RL_CLUSTER_SEEDS'" \
+		-c "SELECT pg_reload_conf()" >/dev/null ||
+		! rl_wait_setting ratelimit.redis_mode cluster; then
+		RL_SUITES+=("regress_cluster 0 1")
+		rl_stop_cluster rc
+		return
+	fi
+	t1=$EPOCHREALTIME
+	rl_run_regress regress_cluster regress-cluster "${tests[@]}"
+	t2=$EPOCHREALTIME
+	rl_note "regress_cluster: scripts run per node (EVALSHA + EVAL calls):" \
+		"$(rl_cluster_script_calls)"
+	rl_psql check -q \
+		-c "ALTER SYSTEM RESET ratelimit.redis_mode" \
+		-c "ALTER SYSTEM RESET ratelimit.redis_nodes" \
+		-c "SELECT pg_reload_conf()" >/dev/null
+	rl_stop_cluster rc
+	rl_note "regress_cluster: $(awk -v a="$t0" -v b="$t1" -v c="$t2" \
+		-v d="$EPOCHREALTIME" 'BEGIN { printf "%.1f s in all: start %.1f, tests %.1f, stop %.1f",
+			d - a, b - a, c - b, d - c }')"
 }
 
 # TAP::Harness with a callback that writes, for each test file as it
@@ -415,7 +496,8 @@ main() {
 		exit 1
 	fi
 
-	rl_run_regress
+	rl_run_regress_standalone
+	rl_run_regress_cluster
 	rl_run_tap
 	rl_summary
 }
