@@ -143,12 +143,15 @@ RESET ratelimit.failure_mode;
 RESET ratelimit.redis_port;
 RESET ratelimit.redis_nodes;
 
--- A database Redis does not have: misconfigured.
+-- A database Redis does not have: misconfigured (one server: a cluster
+-- has only database 0, a configuration error of its own).
 SELECT stats_remark();
+SET ratelimit.redis_mode = standalone;
 SET ratelimit.redis_db = 9999;
 SELECT (rl_allow('stats:c', 'fixed_window', 2, '1 minute')).allowed;
 SELECT * FROM stats_delta();
 RESET ratelimit.redis_db;
+RESET ratelimit.redis_mode;
 RESET ratelimit.retry_interval;
 
 -- ratelimit.stats off: calls are still counted, but no round trip is
