@@ -8,6 +8,7 @@
 #
 #   bash test/bench/run.sh                       # RL_BENCH_SECONDS=6 per case
 #   RL_BENCH_SECONDS=2 bash test/bench/run.sh    # a quick look
+#   RL_BENCH_ONLY=redis_time bash test/bench/run.sh   # section 10 alone
 #
 # Each pgbench figure is the median of its one-second progress reports
 # (the first second left out); latencies are timed call by call by
@@ -29,10 +30,25 @@ mkdir -p "$HERE/results"
 OUT=$HERE/results/$STAMP.tsv
 declare -A R
 
-rl_setup || exit 1
+# redis_time: Redis time per check, every script beside its minimal one.
+redis_time() {
+	echo "10. Redis time per check (INFO commandstats usec_per_call), hot key, one case after another"
+	bash "$HERE/redis_time.sh" "$REDIS_PORT" "$OUT"
+}
+
 rl_tmp_init
 SOCK=$RL_TMP/redis.sock
 REDIS_ARGS=(--maxmemory-policy noeviction --unixsocket "$SOCK" --unixsocketperm 777)
+if [ "${RL_BENCH_ONLY:-}" = redis_time ]; then
+	# Only Redis and the scripts: nothing to build or install.
+	printf 'case\tvalue\tunit\n' > "$OUT"
+	rl_start_redis bench "$REDIS_PORT" "${REDIS_ARGS[@]}" || exit 1
+	echo "ratelimit benchmark $STAMP (section 10 only): $(nproc) cores, redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')"
+	redis_time
+	echo "results: $OUT"
+	exit 0
+fi
+rl_setup || exit 1
 rl_start_redis bench "$REDIS_PORT" "${REDIS_ARGS[@]}" || exit 1
 # Default durability (fsync on) for the logged tables.
 rl_start_pg bench "$PG_PORT" "$REDIS_PORT" "fsync = on" "max_connections = 50" || exit 1
@@ -324,6 +340,10 @@ for c in 1 8; do
 	record "latency rl_allow token_bucket hot c=$c p99" "$p99" ms
 	record "latency rl_allow token_bucket hot c=$c p99.9" "$p999" ms
 done
+
+rl_stop_redis bench
+rl_start_redis bench "$REDIS_PORT" "${REDIS_ARGS[@]}" || exit 1
+redis_time
 
 echo
 echo "Targets (ratios within this run)"
