@@ -80,6 +80,13 @@ for a in $ALGOS; do
 done
 sh "$ROOT/src/gen_scripts.sh" "$ROOT/lua" layered > "$W/layered.lua"
 SHA[rl-layered]=$(load "$W/layered.lua")
+MULTI=rl
+if [ -n "${RL_RT_OLD:-}" ]; then
+	sh "$ROOT/src/gen_scripts.sh" "$RL_RT_OLD" layered |
+		sed 's/^return rl_layered(KEYS, ARGV)$/return rl_layered()/' > "$W/old-layered.lua"
+	SHA[old-layered]=$(load "$W/old-layered.lua")
+	MULTI="old rl"
+fi
 VERSIONS="min rl"
 [ -n "${RL_RT_OLD:-}" ] && VERSIONS="min old rl"
 # The same scripts as a Redis Functions library, called by FCALL.
@@ -87,6 +94,7 @@ if [ "${RL_RT_FCALL:-1}" = 1 ]; then
 	sh "$ROOT/src/gen_scripts.sh" "$ROOT/lua" library > "$W/library.lua"
 	rc -x FUNCTION LOAD REPLACE < "$W/library.lua" | grep -q '^ratelimit_' || exit 1
 	VERSIONS="$VERSIONS fn"
+	MULTI="$MULTI fn"
 fi
 
 stmt_keys=()
@@ -106,13 +114,18 @@ for _ in $(seq "$ROUNDS"); do
 				"${cmd[@]}" 1 hot $DENY
 		done
 	done
-	run "rl layered 2 rules admitted" 1 : -- EVALSHA "${SHA[rl-layered]}" 2 \
-		'rl:{l}:token_bucket' 'rl:{l}:fixed_window' 0 \
-		token_bucket 1000000000 3600000000 1 fixed_window 1000000000 3600000000 1
-	RB_OPTS="-r 1000" run "rl batch 1000 keys token_bucket per key" 1 : -- \
-		EVALSHA "${SHA[rl-token_bucket]}" 1 'rl:{__rand_int__}:token_bucket' $ADMIT
-	run "rl statement trigger 64 keys per key" 64 : -- EVALSHA "${SHA[rl-layered]}" 64 \
-		"${stmt_keys[@]}" 0 = token_bucket 1000000000 3600000000 "${stmt_costs[@]}"
+	for v in $MULTI; do
+		lcmd=(EVALSHA "${SHA[$v-layered]:-}")
+		bcmd=(EVALSHA "${SHA[$v-token_bucket]:-}")
+		[ $v = fn ] && lcmd=(FCALL rl_layered) bcmd=(FCALL rl_token_bucket)
+		run "$v layered 2 rules admitted" 1 : -- "${lcmd[@]}" 2 \
+			'rl:{l}:token_bucket' 'rl:{l}:fixed_window' 0 \
+			token_bucket 1000000000 3600000000 1 fixed_window 1000000000 3600000000 1
+		RB_OPTS="-r 1000" run "$v batch 1000 keys token_bucket per key" 1 : -- \
+			"${bcmd[@]}" 1 'rl:{__rand_int__}:token_bucket' $ADMIT
+		run "$v statement trigger 64 keys per key" 64 : -- "${lcmd[@]}" 64 \
+			"${stmt_keys[@]}" 0 = token_bucket 1000000000 3600000000 "${stmt_costs[@]}"
+	done
 done
 
 printf '  %-16s' algorithm
@@ -141,9 +154,13 @@ for a in $ALGOS; do
 		printf 'ratio redis time %s %s / minimal\t%s\t%s\n' "$a" "$o" "$x" "$v" >> "$OUT"
 	done
 done
-for c in "rl layered 2 rules admitted" "rl batch 1000 keys token_bucket per key" \
-	"rl statement trigger 64 keys per key"; do
-	m=$(echo "${V[$c]}" | median)
-	printf '  %-44s %9s us\n' "${c#rl }" "$m"
-	printf 'redis us per check %s\t%s\tus\n' "${c#rl }" "$m" >> "$OUT"
+for c in "layered 2 rules admitted" "batch 1000 keys token_bucket per key" \
+	"statement trigger 64 keys per key"; do
+	printf '  %-44s' "$c"
+	for v in $MULTI; do
+		m=$(echo "${V[$v $c]}" | median)
+		printf ' %s %7s us' "$v" "$m"
+		printf 'redis us per check %s %s\t%s\tus\n' "$v" "$c" "$m" >> "$OUT"
+	done
+	echo
 done
