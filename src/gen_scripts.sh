@@ -47,21 +47,24 @@ emit layered
 
 # The same code as one Redis Functions library (FUNCTION LOAD once per
 # server, FCALL per check): its functions are made once, at load, not on
-# every call as a script's are.
+# every call as a script's are.  Function names are global in Redis, so
+# the library and its functions are named by the SHA1 of the code:
+# servers of two versions sharing a Redis each load their own library,
+# and never replace the other's.
 if [ "$only" = library ]; then
-	printf '#!lua name=ratelimit_%s\n' "$(echo "${RL_LIBRARY_VERSION:-0.3.0}" | tr . _)"
-	# A library is loaded where math and string are not yet there: its
-	# functions find them as globals when they run.
-	grep -v '^local math, string' "$dir/common.lua"
 	for a in $algorithms; do
 		cat "$dir/$a.lua"
-	done
-	cat "$dir/allow.lua" "$dir/layered.lua"
+	done | cat "$dir/common.lua" - "$dir/allow.lua" "$dir/layered.lua" > "$tmp"
+	id=$(sha1sum "$tmp" | cut -c1-12)
+	printf '#!lua name=ratelimit_%s\n' "$id"
+	# A library is loaded where math and string are not yet there: its
+	# functions find them as globals when they run.
+	grep -v '^local math, string' "$tmp"
 	echo
 	for a in $algorithms; do
-		printf "redis.register_function('rl_%s', function(keys, argv) return rl_allow(keys, argv, %s) end)\n" "$a" "$a"
+		printf "redis.register_function('rl_%s_%s', function(keys, argv) return rl_allow(keys, argv, %s) end)\n" "$id" "$a" "$a"
 	done
-	printf "redis.register_function('rl_layered', rl_layered)\n"
+	printf "redis.register_function('rl_%s_layered', rl_layered)\n" "$id"
 fi
 [ -z "$only" ] && echo "};"
 exit 0

@@ -92,7 +92,9 @@ VERSIONS="min rl"
 # The same scripts as a Redis Functions library, called by FCALL.
 if [ "${RL_RT_FCALL:-1}" = 1 ]; then
 	sh "$ROOT/src/gen_scripts.sh" "$ROOT/lua" library > "$W/library.lua"
-	rc -x FUNCTION LOAD REPLACE < "$W/library.lua" | grep -q '^ratelimit_' || exit 1
+	lib=$(rc -x FUNCTION LOAD REPLACE < "$W/library.lua")
+	case $lib in ratelimit_*) ;; *) echo "FUNCTION LOAD: $lib" >&2; exit 1 ;; esac
+	fn=rl_${lib#ratelimit_}
 	VERSIONS="$VERSIONS fn"
 	MULTI="$MULTI fn"
 fi
@@ -108,7 +110,7 @@ for _ in $(seq "$ROUNDS"); do
 	for a in $ALGOS; do
 		for v in $VERSIONS; do
 			cmd=(EVALSHA "${SHA[$v-$a]:-}")
-			[ $v = fn ] && cmd=(FCALL "rl_$a")
+			[ $v = fn ] && cmd=(FCALL "${fn}_$a")
 			run "$v $a admitted" 1 : -- "${cmd[@]}" 1 hot $ADMIT
 			run "$v $a denied" 1 "rc ${cmd[*]} 1 hot $DENY >/dev/null" -- \
 				"${cmd[@]}" 1 hot $DENY
@@ -117,7 +119,7 @@ for _ in $(seq "$ROUNDS"); do
 	for v in $MULTI; do
 		lcmd=(EVALSHA "${SHA[$v-layered]:-}")
 		bcmd=(EVALSHA "${SHA[$v-token_bucket]:-}")
-		[ $v = fn ] && lcmd=(FCALL rl_layered) bcmd=(FCALL rl_token_bucket)
+		[ $v = fn ] && lcmd=(FCALL "${fn}_layered") bcmd=(FCALL "${fn}_token_bucket")
 		run "$v layered 2 rules admitted" 1 : -- "${lcmd[@]}" 2 \
 			'rl:{l}:token_bucket' 'rl:{l}:fixed_window' 0 \
 			token_bucket 1000000000 3600000000 1 fixed_window 1000000000 3600000000 1
