@@ -23,6 +23,7 @@
 #include <float.h>
 #include <limits.h>
 
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "rl_cache.h"
@@ -415,18 +416,24 @@ rl_define_settings(void)
 							 NULL,
 							 NULL);
 
-	DefineCustomIntVariable("ratelimit.local_max_entries",
-							"Limiter states the local engine's shared table holds.",
-							"Fixed at server start; about 300 bytes of shared memory each.",
-							&rl_local_max_entries,
-							10000,
-							RL_LOCAL_PARTITIONS,
-							INT_MAX / 2,
-							PGC_POSTMASTER,
-							0,
-							NULL,
-							NULL,
-							NULL);
+	/*
+	 * Fixed at server start: PostgreSQL refuses (FATAL) to define such a
+	 * setting after startup, so a backend that loads the library without
+	 * preloading gets none and rl_require_preload's ERROR instead.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("ratelimit.local_max_entries",
+								"Limiter states the local engine's shared table holds.",
+								"Fixed at server start; about 300 bytes of shared memory each.",
+								&rl_local_max_entries,
+								10000,
+								RL_LOCAL_PARTITIONS,
+								INT_MAX / 2,
+								PGC_POSTMASTER,
+								0,
+								NULL,
+								NULL,
+								NULL);
 
 	DefineCustomEnumVariable("ratelimit.failure_mode",
 							 "Answer given while Redis is unavailable: open, closed, error or local.",
@@ -534,18 +541,24 @@ rl_define_settings(void)
 							 NULL,
 							 NULL);
 
-	DefineCustomIntVariable("ratelimit.stats_max_limiters",
-							"Number of limiters rl_stats_limiters keeps.",
-							"When the table is full, the 5% of limiters with the fewest denials are dropped to make room.",
-							&rl_stats_max_limiters,
-							1000,
-							10,
-							100000,
-							PGC_POSTMASTER,
-							0,
-							NULL,
-							NULL,
-							NULL);
+	/*
+	 * Fixed at server start: PostgreSQL refuses (FATAL) to define such a
+	 * setting after startup, so a backend that loads the library without
+	 * preloading gets none and rl_require_preload's ERROR instead.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("ratelimit.stats_max_limiters",
+								"Number of limiters rl_stats_limiters keeps.",
+								"When the table is full, the 5% of limiters with the fewest denials are dropped to make room.",
+								&rl_stats_max_limiters,
+								1000,
+								10,
+								100000,
+								PGC_POSTMASTER,
+								0,
+								NULL,
+								NULL,
+								NULL);
 
 	DefineCustomRealVariable("ratelimit.test_clock_ms",
 							 "Pins the limiter clock, in milliseconds since the Unix epoch (tests only).",
