@@ -6,23 +6,21 @@
 --            [, burst: the capacity of token_bucket, leaky_bucket and
 --            gcra; absent, the limit]
 -- Reply: {allowed 0/1, remaining, retry_after_ms, reset_after_ms}.
--- The build appends "return rl_allow(<algorithm>)".
+-- The build appends "return rl_allow(KEYS, ARGV, <algorithm>)".
 
-local function rl_allow(algorithm)
-  local limit = tonumber(ARGV[1])
-  local window = tonumber(ARGV[2])
-  local cost = tonumber(ARGV[3])
-  local now = rl_clock(ARGV[4])
-  local burst = tonumber(ARGV[5]) or limit
-  local ok, remaining, retry, reset, apply =
-    algorithm(KEYS[1], limit, window, cost, now, burst)
+local function rl_allow(keys, argv, algorithm)
+  local limit = tonumber(argv[1])
+  local cost = tonumber(argv[3])
+  local ok, remaining, retry, reset, state =
+    algorithm(keys[1], limit, tonumber(argv[2]), cost,
+              rl_clock(argv[4]), tonumber(argv[5]) or limit)
   -- A peek is always admitted, also when a lowered limit leaves the
   -- state above it: it consumes nothing.
   if not ok and cost > 0 then
     return {0, math.max(0, remaining), math.max(1, rl_ms(retry)), rl_ms(reset)}
   end
-  if ok and apply then
-    apply()
+  if ok and state then
+    rl_write(keys[1], state, reset)
   end
   return {1, math.max(0, remaining), 0, rl_ms(reset)}
 end

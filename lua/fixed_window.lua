@@ -5,21 +5,21 @@
 -- an edge, so up to 2 x limit can pass within one window length: that is
 -- the definition, and the demo shows it.
 --
--- State: hash {w = window start (us), n = units used in it}.  State
--- written under another window is read on the current grid (w rounded
--- down to a multiple of the window), with at most `limit` units used.
+-- State: rl_state(w, n, 0), the window start (us) and the units used in
+-- it (0.2.0: hash {w, n}).  State written under another window is read on
+-- the current grid (w rounded down to a multiple of the window), with at
+-- most `limit` units used.
 
 local function fixed_window(key, limit, window, cost, now)
   local start = now - now % window
   local used = 0
-  local st = redis.call('HMGET', key, 'w', 'n')
-  if st[1] then
-    local w = tonumber(st[1])
+  local w, n = rl_read(key, 'w', 'n')
+  if w then
     w = w - w % window
     -- A clock that moved back stays in the newest window it has seen.
     if w >= start then
       start = w
-      used = math.min(limit, tonumber(st[2]))
+      used = math.min(limit, n)
     end
   end
 
@@ -29,16 +29,9 @@ local function fixed_window(key, limit, window, cost, now)
   end
 
   used = used + cost
-  local reset = 0
-  if used > 0 then
-    reset = ends - now
+  if cost == 0 then
+    return true, limit - used, 0, used > 0 and ends - now or 0, nil
   end
-  local apply = nil
-  if cost > 0 then
-    apply = function()
-      redis.call('HSET', key, 'w', rl_num(start), 'n', rl_num(used))
-      rl_expire(key, reset)
-    end
-  end
-  return true, limit - used, 0, reset, apply
+  return true, limit - used, 0, ends - now,
+         rl_state(start, used, 0)
 end

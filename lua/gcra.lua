@@ -6,29 +6,45 @@
 -- theoretical arrival time (TAT); a call of cost c is admitted when
 -- max(TAT, now) + c x T - now <= burst x T.
 --
--- State: string "<us>+<r>/<d>@<ts>", the TAT as whole microseconds plus
--- the exact fraction r/d, with d = limit / gcd(limit, window), so T is
--- never rounded; ts is the time of the write.  By the definition TAT - ts
--- never exceeds the tolerance, so a state written under other parameters
--- is cut to one tolerance of the current ones as of ts, then drains from
--- ts: no earlier call can make a later one wait longer than its own
--- tolerance plus its own cost.  A clock that moved back (now < ts) only
--- makes TAT - now larger.  A 0.1.0 state has no "@<ts>"; it is read as
--- written now, and rewritten so if it held more than a tolerance.
+-- State: struct.pack('<Bdddd', 1, us, r, d, ts), the TAT as whole
+-- microseconds us plus the exact fraction r/d, with
+-- d = limit / gcd(limit, window), so T is never rounded; ts is the time
+-- of the write (0.2.0 wrote the same numbers as text "<us>+<r>/<d>@<ts>",
+-- which is read too).  By the definition TAT - ts never exceeds the
+-- tolerance, so a state written under other parameters is cut to one
+-- tolerance of the current ones as of ts, then drains from ts: no earlier
+-- call can make a later one wait longer than its own tolerance plus its
+-- own cost.  A clock that moved back (now < ts) only makes TAT - now
+-- larger.  A 0.1.0 state has no "@<ts>"; it is read as written now, and
+-- rewritten so if it held more than a tolerance.
+
+-- The numbers of a GCRA state (nil, nil, nil, nil for a foreign value:
+-- the arithmetic on them fails, as a WRONGTYPE would).
+local function rl_gcra_read(st)
+  if #st == 33 then
+    local tag, us, r, d, ts = struct.unpack('<Bdddd', st)
+    if tag == 1 then
+      return us, r, d, ts, false
+    end
+  end
+  local us, r, d, ts = string.match(st, '^(%d+)%+(%d+)/(%d+)@?(%d*)$')
+  return tonumber(us), tonumber(r), tonumber(d), tonumber(ts), ts == ''
+end
 
 local function gcra(key, limit, window, cost, now, burst)
   local g = rl_gcd(limit, window)
   local unit = window / g               -- T, in 1/rate microseconds
   local rate = limit / g                -- fractions of a microsecond kept
-  local full = burst * unit             -- burst x T x rate
+  local capacity = burst                -- calls admitted at once
+  local full = capacity * unit          -- burst x T x rate
   -- debt = (TAT - now) x rate, a whole number.
   local debt = 0
   local st = redis.call('GET', key)
   if st then
-    local us, r, d, ts = string.match(st, '^(%d+)%+(%d+)/(%d+)@?(%d*)$')
-    us, r, d = tonumber(us), tonumber(r), tonumber(d)
-    local legacy = ts == ''
-    ts = legacy and now or tonumber(ts)
+    local us, r, d, ts, legacy = rl_gcra_read(st)
+    if legacy then
+      ts = now
+    end
     -- The fraction r/d of a microsecond, in 1/rate: exact when the rate
     -- did not change, rounded up when it did.
     if d ~= rate then
@@ -39,8 +55,7 @@ local function gcra(key, limit, window, cost, now, burst)
       debt = full
       if legacy then
         local r = full % rate
-        redis.call('SET', key, rl_num(now + (full - r) / rate) .. '+' .. rl_num(r)
-                   .. '/' .. rl_num(rate) .. '@' .. rl_num(now),
+        redis.call('SET', key, struct.pack('<Bdddd', 1, now + (full - r) / rate, r, rate, now),
                    'PX', math.max(1, rl_ms(full / rate)))
       end
     end
@@ -56,15 +71,10 @@ local function gcra(key, limit, window, cost, now, burst)
            debt / rate, nil
   end
 
-  local apply = nil
+  local state = nil
   if cost > 0 then
-    apply = function()
-      local r = after % rate
-      local us = now + (after - r) / rate
-      -- One command for the state and its TTL.
-      redis.call('SET', key, rl_num(us) .. '+' .. rl_num(r) .. '/' .. rl_num(rate)
-                 .. '@' .. rl_num(now), 'PX', math.max(1, rl_ms(after / rate)))
-    end
+    local r = after % rate
+    state = struct.pack('<Bdddd', 1, now + (after - r) / rate, r, rate, now)
   end
-  return true, math.floor((full - after) / unit), 0, after / rate, apply
+  return true, math.floor((full - after) / unit), 0, after / rate, state
 end

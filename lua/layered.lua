@@ -31,7 +31,7 @@ local RL_ALGORITHMS = {
   gcra = gcra,
 }
 
-local function rl_layered()
+local function rl_layered(KEYS, ARGV)
   local now = rl_clock(ARGV[1])
   local all_ok = true
   local results = {}
@@ -65,7 +65,7 @@ local function rl_layered()
       cost = num(ARGV[base + 3])
       burst = num(ARGV[base + 4])
     end
-    local ok, left, wait, fresh, apply =
+    local ok, left, wait, fresh, state =
       algorithm(KEYS[i], limit, window, cost, now, burst)
     -- A rule asked for nothing admits (a peek), whatever its state.
     if cost == 0 then
@@ -74,7 +74,7 @@ local function rl_layered()
     if not ok then
       all_ok = false
     end
-    results[i] = {ok, left, wait, fresh, apply, algorithm, limit, window, burst}
+    results[i] = {ok, left, wait, fresh, state, algorithm, limit, window, burst}
   end
 
   local remaining, retry, reset, tightest = nil, 0, 0, 1
@@ -87,9 +87,9 @@ local function rl_layered()
       end
       reset = math.max(reset, rl_ms(r[4]))
     end
-    for _, r in ipairs(results) do
+    for i, r in ipairs(results) do
       if r[5] and not check_only then
-        r[5]()
+        rl_write(KEYS[i], r[5], r[4])
       end
     end
     return {1, remaining, 0, reset, tightest}

@@ -4,25 +4,25 @@
 -- bucket of size `burst` (the limit unless the caller set one) that drains continuously at `limit` per window
 -- and starts empty; a call that would overflow the bucket is refused.
 --
--- State: hash {level = units x unit, ts = time of that level,
--- unit = the scale (window / gcd(limit, window)) the level is kept in}.
--- A level written under other parameters is cut to a full bucket of the
--- current ones as of ts, then drains: no earlier call can make a later
--- one wait longer than its own cost needs.
+-- State: rl_state(level, ts, unit), level = units x unit at time ts,
+-- unit = the scale (window / gcd(limit, window)) the level is kept in
+-- (0.2.0: hash {level, ts, unit}).  A level written under other
+-- parameters is cut to a full bucket of the current ones as of ts, then
+-- drains: no earlier call can make a later one wait longer than its own
+-- cost needs.
 
 local function leaky_bucket(key, limit, window, cost, now, burst)
   local g = rl_gcd(limit, window)
   local unit = window / g               -- one unit, in level
   local rate = limit / g                -- level drained per microsecond
-  local full = burst * unit
+  local capacity = burst                -- units the bucket holds
+  local full = capacity * unit
   local level, ts = 0, now
-  local st = redis.call('HMGET', key, 'level', 'ts', 'unit')
-  if st[1] then
-    level = tonumber(st[1])
-    ts = tonumber(st[2])
+  local l, t, was = rl_read(key, 'level', 'ts', 'unit')
+  if l then
+    level, ts = l, t
     -- Kept in another scale when the limit or window changed: convert,
     -- rounding up.
-    local was = tonumber(st[3])
     if was ~= unit then
       level = math.ceil(level / was * unit)
     end
@@ -48,13 +48,9 @@ local function leaky_bucket(key, limit, window, cost, now, burst)
   if level > 0 then
     reset = shift + level / rate
   end
-  local apply = nil
+  local state = nil
   if cost > 0 then
-    apply = function()
-      redis.call('HSET', key, 'level', rl_num(level), 'ts', rl_num(ts),
-                 'unit', rl_num(unit))
-      rl_expire(key, reset)
-    end
+    state = rl_state(level, ts, unit)
   end
-  return true, math.floor((full - level) / unit), 0, reset, apply
+  return true, math.floor((full - level) / unit), 0, reset, state
 end

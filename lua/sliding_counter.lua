@@ -5,20 +5,20 @@
 -- inside the sliding window.  An approximation of the sliding log that
 -- needs two numbers per key instead of one member per unit.
 --
--- State: hash {w = current window start (us), cur, prev}.  The weighted
--- sum is kept multiplied by the window length so it stays whole.  State
--- written under other parameters is read on the current window grid (w
--- rounded down to a multiple of the window) with counts of at most
--- `limit`, which is all they can mean: no earlier call can make a later
--- one wait longer than one window plus its own cost's share of one.
+-- State: rl_state(w, cur, prev), the current window start (us) and
+-- the two counts (0.2.0: hash {w, cur, prev}).  The weighted sum is kept
+-- multiplied by the window length so it stays whole.  State written under
+-- other parameters is read on the current window grid (w rounded down to
+-- a multiple of the window) with counts of at most `limit`, which is all
+-- they can mean: no earlier call can make a later one wait longer than
+-- one window plus its own cost's share of one.
 
 local function sliding_counter(key, limit, window, cost, now)
   local at = now
   local start = now - now % window
   local cur, prev = 0, 0
-  local st = redis.call('HMGET', key, 'w', 'cur', 'prev')
-  if st[1] then
-    local w = tonumber(st[1])
+  local w, c, p = rl_read(key, 'w', 'cur', 'prev')
+  if w then
     w = w - w % window
     if w >= start then
       -- Same window; a clock that moved back works from the start of the
@@ -27,10 +27,10 @@ local function sliding_counter(key, limit, window, cost, now)
         at = w
       end
       start = w
-      cur = math.min(limit, tonumber(st[2]))
-      prev = math.min(limit, tonumber(st[3]))
+      cur = math.min(limit, c)
+      prev = math.min(limit, p)
     elseif w == start - window then
-      prev = math.min(limit, tonumber(st[2]))
+      prev = math.min(limit, c)
     end
   end
 
@@ -62,13 +62,9 @@ local function sliding_counter(key, limit, window, cost, now)
   elseif prev > 0 then
     reset = shift + left
   end
-  local apply = nil
+  local state = nil
   if cost > 0 then
-    apply = function()
-      redis.call('HSET', key, 'w', rl_num(start), 'cur', rl_num(cur + cost),
-                 'prev', rl_num(prev))
-      rl_expire(key, reset)
-    end
+    state = rl_state(start, cur + cost, prev)
   end
-  return true, math.max(0, remaining - cost), 0, reset, apply
+  return true, math.max(0, remaining - cost), 0, reset, state
 end

@@ -5,10 +5,12 @@
 -- of length `window` ever holds more than `limit` units.
 --
 -- State: a sorted set with one member per admitted call, scored by its
--- time in microseconds.  The member is "<cum>:<cost>": cum is the count
--- of units admitted so far, this call's included, zero-padded to 16
--- digits so that calls stamped with the same time sort in the order they
--- came.  The units in the window are then the newest cum minus the cum
+-- time in microseconds.  The member is struct.pack('>dd', cum, cost):
+-- cum is the count of units admitted so far, this call's included, as a
+-- big-endian double, which sorts bytewise as the number does, so that
+-- calls stamped with the same time sort in the order they came; 16 bytes,
+-- read by one struct.unpack (0.2.0 wrote the text "<cum>:<cost>", cum
+-- zero-padded to 16 digits, which is read too).  The units in the window are then the newest cum minus the cum
 -- before the first call in the window, whatever the costs: every call
 -- does a few O(log n) sorted-set steps, and a denial that must find which
 -- unit leaves when searches the ranks in O(log^2 n).
@@ -31,21 +33,25 @@ local RL_LOG_PRUNE = 64
 
 -- cum and cost of a member; nil for a 0.1.0 member.
 local function rl_log_member(m)
-  if string.byte(m, 17) ~= 58 then      -- ':'
+  if #m == 16 then
+    return struct.unpack('>dd', m)
+  end
+  if string.byte(m, 17) ~= 58 then      -- ':', a 0.2.0 member
     return nil
   end
   return tonumber(string.sub(m, 1, 16)), tonumber(string.sub(m, 18))
 end
 
 local function rl_log_text(cum, cost)
-  return string.format('%016d:%d', cum, cost)
+  return struct.pack('>dd', cum, cost)
 end
+
+-- Scores go to Redis as numbers (it writes them out exactly, in C).
 
 local function sliding_log(key, limit, window, cost, now)
   local floor = now - window
-  local floor_text = rl_num(floor)
   local stamp, newest_t, cum = now, nil, 0
-  local used, base, first_cost, first = 0, 0, 0, nil
+  local used, base, first_cost, first_t = 0, 0, 0, nil
   local legacy = false
   local expired = nil                   -- members at or before floor
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
@@ -57,16 +63,17 @@ local function sliding_log(key, limit, window, cost, now)
     cum = rl_log_member(newest[1])
     if newest_t > floor then
       -- The first member in the window, by rank (cheaper than by score).
-      expired = redis.call('ZCOUNT', key, '-inf', floor_text)
-      first = redis.call('ZRANGE', key, expired, expired)[1]
-      local fcum, fcost = rl_log_member(first)
+      expired = redis.call('ZCOUNT', key, '-inf', floor)
+      local first = redis.call('ZRANGE', key, expired, expired, 'WITHSCORES')
+      first_t = tonumber(first[2])
+      local fcum, fcost = rl_log_member(first[1])
       if cum and fcum then
         base = fcum - fcost
         first_cost = fcost
         used = (cum - base) % RL_LOG_WRAP
       else
         legacy = true
-        used = redis.call('ZCOUNT', key, '(' .. floor_text, '+inf')
+        used = redis.call('ZCOUNT', key, '(' .. string.format('%d', floor), '+inf')
       end
     elseif not cum then
       legacy = true
@@ -86,7 +93,7 @@ local function sliding_log(key, limit, window, cost, now)
     if legacy then
       -- Every unit leaves with the newest.
     elseif k <= first_cost then
-      wait_t = tonumber(redis.call('ZSCORE', key, first))
+      wait_t = first_t
     else
       -- Ranks lo < hi: the member at lo ends before unit base + k, the
       -- member at hi holds it or ends after it.
@@ -125,7 +132,7 @@ local function sliding_log(key, limit, window, cost, now)
       cum = 0
       if used > 0 then
         cum = used
-        redis.call('ZADD', key, rl_num(newest_t), rl_log_text(cum, cum))
+        redis.call('ZADD', key, newest_t, rl_log_text(cum, cum))
       end
     elseif expired > 0 then
       redis.call('ZREMRANGEBYRANK', key, 0, math.min(expired, RL_LOG_PRUNE) - 1)
@@ -134,8 +141,8 @@ local function sliding_log(key, limit, window, cost, now)
     if cum >= RL_LOG_WRAP and (newest_t == nil or stamp > newest_t) then
       cum = cum - RL_LOG_WRAP
     end
-    redis.call('ZADD', key, rl_num(stamp), rl_log_text(cum, cost))
-    rl_expire(key, reset)
+    redis.call('ZADD', key, stamp, rl_log_text(cum, cost))
+    redis.call('PEXPIRE', key, math.max(1, rl_ms(reset)))
   end
   return true, limit - used - cost, 0, reset, apply
 end

@@ -4,22 +4,22 @@
 -- refilled continuously at `limit` per window, starting full.  A call takes `cost` tokens if the bucket holds
 -- them.
 --
--- State: hash {credit = tokens x unit, ts = time of that credit,
--- unit = the scale (window / gcd(limit, window)) the credit is kept in}.
+-- State: rl_state(credit, ts, unit), credit = tokens x unit at time
+-- ts, unit = the scale (window / gcd(limit, window)) the credit is kept
+-- in (0.2.0: hash {credit, ts, unit}).
 
 local function token_bucket(key, limit, window, cost, now, burst)
   local g = rl_gcd(limit, window)
   local unit = window / g               -- one token, in credit
   local rate = limit / g                -- credit gained per microsecond
-  local full = burst * unit
+  local capacity = burst                -- tokens the bucket holds
+  local full = capacity * unit
   local credit, ts = full, now
-  local st = redis.call('HMGET', key, 'credit', 'ts', 'unit')
-  if st[1] then
-    credit = tonumber(st[1])
-    ts = tonumber(st[2])
+  local c, t, was = rl_read(key, 'credit', 'ts', 'unit')
+  if c then
+    credit, ts = c, t
     -- Kept in another scale when the limit or window changed: convert,
     -- rounding down.
-    local was = tonumber(st[3])
     if was ~= unit then
       credit = math.floor(credit / was * unit)
     end
@@ -39,14 +39,9 @@ local function token_bucket(key, limit, window, cost, now, burst)
   end
 
   credit = credit - need
-  local reset = shift + (full - credit) / rate
-  local apply = nil
+  local state = nil
   if cost > 0 then
-    apply = function()
-      redis.call('HSET', key, 'credit', rl_num(credit), 'ts', rl_num(ts),
-                 'unit', rl_num(unit))
-      rl_expire(key, reset)
-    end
+    state = rl_state(credit, ts, unit)
   end
-  return true, math.floor(credit / unit), 0, reset, apply
+  return true, math.floor(credit / unit), 0, shift + (full - credit) / rate, state
 end

@@ -13,6 +13,7 @@
 #   RL_BENCH_ONLY=sentinel bash test/bench/run.sh # only section 10
 
 #   RL_BENCH_ONLY=local bash test/bench/run.sh   # only the local engine (10.)
+#   RL_BENCH_ONLY=redis_time bash test/bench/run.sh   # only Redis time per check
 #
 # Each pgbench figure is the median of its one-second progress reports
 # (the first second left out); latencies are timed call by call by
@@ -34,10 +35,25 @@ mkdir -p "$HERE/results"
 OUT=$HERE/results/$STAMP.tsv
 declare -A R
 
-rl_setup || exit 1
+# redis_time: Redis time per check, every script beside its minimal one.
+redis_time() {
+	echo "10. Redis time per check (INFO commandstats usec_per_call), hot key, one case after another"
+	bash "$HERE/redis_time.sh" "$REDIS_PORT" "$OUT"
+}
+
 rl_tmp_init
 SOCK=$RL_TMP/redis.sock
 REDIS_ARGS=(--maxmemory-policy noeviction --unixsocket "$SOCK" --unixsocketperm 777)
+if [ "${RL_BENCH_ONLY:-}" = redis_time ]; then
+	# Only Redis and the scripts: nothing to build or install.
+	printf 'case\tvalue\tunit\n' > "$OUT"
+	rl_start_redis bench "$REDIS_PORT" "${REDIS_ARGS[@]}" || exit 1
+	echo "ratelimit benchmark $STAMP (section 10 only): $(nproc) cores, redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')"
+	redis_time
+	echo "results: $OUT"
+	exit 0
+fi
+rl_setup || exit 1
 rl_start_redis bench "$REDIS_PORT" "${REDIS_ARGS[@]}" || exit 1
 # Default durability (fsync on) for the logged tables.
 rl_start_pg bench "$PG_PORT" "$REDIS_PORT" "fsync = on" "max_connections = 50" || exit 1
@@ -245,6 +261,9 @@ if [ "${RL_BENCH_ONLY:-}" = stats ]; then
 	echo "Targets (ratios within this run)"
 	stats_ratios
 	echo
+	echo "results: $OUT"
+	exit 0
+fi
 
 # Section 10: rl_allow c=1 in Sentinel mode beside standalone, on the same
 # Redis: one Sentinel (port 26381) monitors the bench server, with the
@@ -545,6 +564,10 @@ sentinel_case || exit 1
 
 # TLS against plain TCP: its own servers (a TLS port), its own ratios.
 RL_BENCH_OUT=$OUT RL_BENCH_SECONDS=$SECS bash "$HERE/tls.sh"
+
+rl_stop_redis bench
+rl_start_redis bench "$REDIS_PORT" "${REDIS_ARGS[@]}" || exit 1
+redis_time
 
 echo
 echo "Targets (ratios within this run)"

@@ -272,6 +272,14 @@ sub key_cmd
 	return $self->master_of_key($key)->cmd(@cmd);
 }
 
+# Units a fixed window's state says are used, read on the master that
+# serves the key (RLRedis fw_used); undef when there is none.
+sub fw_used
+{
+	my ($self, $key) = @_;
+	return $self->master_of_key($key)->fw_used($key);
+}
+
 # First half of a manual slot move: $to IMPORTING, $from MIGRATING.  From
 # now on $from answers ASK for keys of the slot it does not hold.
 sub migrate_begin

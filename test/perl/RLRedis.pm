@@ -271,6 +271,33 @@ sub info
 	return undef;
 }
 
+# The numbers a limiter's state string holds (lua/common.lua rl_state:
+# a tag byte, then little-endian doubles; gcra's has four), as exact
+# integer texts; empty when the key holds no such string.
+sub limiter_state
+{
+	my ($self, $key) = @_;
+	return state_numbers($self->cmd('GET', $key));
+}
+
+# The same numbers from a GET reply (RLRedis::state_numbers($v)).
+sub state_numbers
+{
+	my ($v) = @_;
+	return () unless defined $v && !ref $v && length($v) % 8 == 1;
+	my ($tag, @n) = unpack('C d<*', $v);
+	return () unless $tag == 1;
+	return map { sprintf('%.0f', $_) } @n;
+}
+
+# Units a fixed window's state says are used; undef when there is none.
+sub fw_used
+{
+	my ($self, $key) = @_;
+	my @n = $self->limiter_state($key);
+	return @n ? $n[1] : undef;
+}
+
 # {calls => n, failed_calls => n, ...} of INFO commandstats for cmd.
 sub cmdstat
 {

@@ -127,7 +127,7 @@ for my $algo (
 	ok($pttl > 0 && $pttl <= $maxttl,
 		"$algo: key has a TTL ($pttl ms, at most $maxttl)");
 }
-is($redis->cli('HGET', redis_key('hot', 'fixed_window'), 'n'),
+is($redis->fw_used(redis_key('hot', 'fixed_window')),
 	$limit, 'fixed_window: denied calls consumed nothing');
 is($redis->cli('ZCARD', redis_key('hot', 'sliding_log')),
 	$limit, 'sliding_log: one log entry per allowed call');
@@ -260,8 +260,8 @@ for my $form ('pair', 'transition')
 		       coalesce(sum(rows) FILTER (WHERE admitted), 0),
 		       count(*) FILTER (WHERE NOT admitted)
 		FROM shits WHERE form = '$form'});
-	my $charged = $redis->cli('HGET',
-		redis_key("public.tx_$form:author='1'", 'fixed_window') . ':86400000ms', 'n');
+	my $charged = $redis->fw_used(
+		redis_key("public.tx_$form:author='1'", 'fixed_window') . ':86400000ms');
 	note sprintf("statement trigger %s: 480 statements in %.2f s: %d rows written, "
 		  . "%d refused statements, Redis charged %s", $form, $elapsed, $rows, $refused, $charged);
 	ok($rows >= 996 && $rows <= 1000,

@@ -39,7 +39,7 @@ sub call_sql
 sub count_of
 {
 	my ($key) = @_;
-	return $redis->cli('HGET', "rl:{$dboid:$key}:fixed_window", 'n');
+	return $redis->fw_used("rl:{$dboid:$key}:fixed_window");
 }
 
 # 1. Redis down before the first call: refused at once, policy answer.

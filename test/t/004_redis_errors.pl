@@ -382,7 +382,7 @@ $mark = fault_mark();
 		  . "LATERAL rl_allow('fo', 'fixed_window', 100, '1 hour', 1 + 0 * g) r");
 	is($out, 90, 'fail-over: ten calls on the primary');
 	my $key = "rl:{$dboid:fo}:fixed_window";
-	ok(defined rl_wait_for(sub { ($replica->cli('HGET', $key, 'n') // '') eq '10' }, 5),
+	ok(defined rl_wait_for(sub { ($replica->fw_used($key) // '') eq '10' }, 5),
 		'fail-over: the replica holds the count');
 
 	my $u = rl_session($node);
@@ -409,9 +409,9 @@ $mark = fault_mark();
 	ok( defined rl_wait_for(
 			sub { !grep { $_ eq "pg:$dboid:$spid" } @{ $redis->client_names } }, 5),
 		'fail-over: the old link was closed');
-	is($replica->cli('HGET', $key, 'n'), 11, 'fail-over: the new server counts on');
+	is($replica->fw_used($key), 11, 'fail-over: the new server counts on');
 	fact('count_checks.004', 11);
-	fact('miscounted.004', abs(($replica->cli('HGET', $key, 'n') // 0) - 11));
+	fact('miscounted.004', abs(($replica->fw_used($key) // 0) - 11));
 }
 fault_done('replica READONLY, then promoted and switched to with pg_reload_conf()', $mark);
 
@@ -466,7 +466,7 @@ $mark = fault_mark();
 	is($out, "t|9|0\nt|8|0", 'INFO and CLIENT renamed away: calls answered by Redis');
 	is($err, '', 'INFO and CLIENT renamed away: no warning, no error');
 	my ($key) = grep { /bare/ } split /\n/, ($bare->cli('KEYS', '*') // '');
-	is($bare->cli('HGET', $key, 'n'), 2, 'INFO and CLIENT renamed away: both calls counted');
+	is($bare->fw_used($key), 2, 'INFO and CLIENT renamed away: both calls counted');
 	rl_run($b, 'ALTER SYSTEM RESET ratelimit.redis_port');
 	rl_run($b, 'SELECT pg_reload_conf()');
 	$b->quit;

@@ -797,38 +797,38 @@ my %MODEL = (
 sub redis_state
 {
 	my ($algo, $rkey) = @_;
+	# Every algorithm but the sliding log keeps its numbers in one binary
+	# string (RLRedis::state_numbers).
 	if ($algo eq 'fixed_window')
 	{
-		my $v = $redis->cmd('HMGET', $rkey, 'w', 'n');
-		return defined $v->[0] ? { w => $v->[0], n => $v->[1] } : undef;
+		my @n = $redis->limiter_state($rkey);
+		return @n ? { w => $n[0], n => $n[1] } : undef;
 	}
 	if ($algo eq 'sliding_counter')
 	{
-		my $v = $redis->cmd('HMGET', $rkey, 'w', 'cur', 'prev');
-		return defined $v->[0]
-		  ? { w => $v->[0], cur => $v->[1], prev => $v->[2] } : undef;
+		my @n = $redis->limiter_state($rkey);
+		return @n ? { w => $n[0], cur => $n[1], prev => $n[2] } : undef;
 	}
 	if ($algo eq 'token_bucket' || $algo eq 'leaky_bucket')
 	{
 		my $f = $algo eq 'token_bucket' ? 'credit' : 'level';
-		my $v = $redis->cmd('HMGET', $rkey, $f, 'ts');
-		return defined $v->[0] ? { $f => $v->[0], ts => $v->[1] } : undef;
+		my @n = $redis->limiter_state($rkey);
+		return @n ? { $f => $n[0], ts => $n[1] } : undef;
 	}
 	if ($algo eq 'gcra')
 	{
-		my $v = $redis->cmd('GET', $rkey);
-		return undef unless defined $v;
-		my ($us, $r, $ts) = $v =~ /^(\d+)\+(\d+)\/\d+@(\d+)$/;
-		return { us => $us, r => $r, ts => $ts };
+		my @n = $redis->limiter_state($rkey);
+		return @n ? { us => $n[0], r => $n[1], ts => $n[3] } : undef;
 	}
-	# sliding_log: members "<cum>:<cost>" in rank order; each cum must be
-	# the one before it plus its cost.
+	# sliding_log: members (cum, cost) as two big-endian doubles, in rank
+	# order; each cum must be the one before it plus its cost.
 	my $v = $redis->cmd('ZRANGE', $rkey, 0, -1, 'WITHSCORES');
 	return undef unless @$v;
 	my (@e, $cum, $sums);
 	for (my $i = 0; $i < @$v; $i += 2)
 	{
-		my ($n, $c) = $v->[$i] =~ /^(\d{16}):(\d+)$/ or return { bad => $v->[$i] };
+		return { bad => $v->[$i] } unless length($v->[$i]) == 16;
+		my ($n, $c) = map { sprintf('%.0f', $_) } unpack('d> d>', $v->[$i]);
 		$sums = 1 if defined $cum && $n != $cum + $c;
 		$cum = $n + 0;
 		push @e, [ $v->[ $i + 1 ] + 0, $c + 0 ];

@@ -79,7 +79,7 @@ sub used
 {
 	my ($key) = @_;
 	$redis->cmd('SELECT', 1);
-	return $redis->cmd('HGET', "rl:{$dboid:$key}:fixed_window", 'n') // 0;
+	return $redis->fw_used("rl:{$dboid:$key}:fixed_window") // 0;
 }
 
 sub session

@@ -74,7 +74,7 @@ sub call
 sub count_of
 {
 	my ($key) = @_;
-	my $n = $redis->cli('HGET', "rl:{$dboid:$key}:fixed_window", 'n') // '';
+	my $n = $redis->fw_used("rl:{$dboid:$key}:fixed_window") // '';
 	return $n eq '' ? 0 : $n;
 }
 

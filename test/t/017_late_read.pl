@@ -65,7 +65,7 @@ SKIP:
 	unlike($e, qr/WARNING/, 'no WARNING: Redis did answer');
 	my ($st) = rl_run($s, 'SELECT failures, fail_open, connected FROM rl_status()');
 	is($st, '0|0|t', 'no failure recorded, no policy answer, link kept');
-	is($redis->cli('HGET', "rl:{$dboid:late}:fixed_window", 'n'), 1,
+	is($redis->fw_used("rl:{$dboid:late}:fixed_window"), 1,
 		'Redis counted the call once');
 	is((rl_run($s, "SELECT remaining FROM rl_allow('late', 'fixed_window', 10, '1 hour')"))[0],
 		'8', 'the next call on the same link gets its own answer');

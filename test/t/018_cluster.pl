@@ -161,8 +161,8 @@ my $over = $node->safe_psql('postgres',
 is($over, '0', 'counts: each of the spread keys admits exactly min(calls, 3)');
 my $policy = $node->safe_psql('postgres', 'SELECT count(*) FROM hits WHERE NOT known');
 is($policy, '0', 'counts: no policy answers on a stable cluster');
-my $n_hot = $rc->key_cmd(redis_key('c18:hot', 'fixed_window'),
-	'HGET', redis_key('c18:hot', 'fixed_window'), 'n');
+my ($n_hot) = (RLRedis::state_numbers($rc->key_cmd(redis_key('c18:hot', 'fixed_window'),
+	'GET', redis_key('c18:hot', 'fixed_window'))))[1];
 is($n_hot, '100', 'counts: the hot key reads 100 on its master');
 my $idle = grep { $_->cmdstat('evalsha')->{calls} <= $cmd0->{ $_->port } } @masters;
 is($idle, 0, 'counts: every master ran scripts (INFO commandstats)');
@@ -201,12 +201,12 @@ my ($to) = grep { $_->port != $from->port } @masters;
 sess_allow($mk) for 1 .. 3;
 $rc->migrate_begin($slot, $from, $to);
 $rc->migrate_end($slot, $from, $to);
-is($to->cmd('HGET', $mrk, 'n'), '3', 'MOVED: the key moved with its count');
+is($to->fw_used($mrk), '3', 'MOVED: the key moved with its count');
 my ($o3, @d3) = sess_allow($mk);
 is($o3, 't|6', 'MOVED: the next call counts on exactly (remaining 6)');
 ok((grep { /MOVED hash slot $slot to 127\.0\.0\.1:${\ $to->port}/ } @d3),
 	'MOVED: the call followed MOVED to the new master');
-is($to->cmd('HGET', $mrk, 'n'), '4', 'MOVED: the new master holds the count');
+is($to->fw_used($mrk), '4', 'MOVED: the new master holds the count');
 ($o3, @d3) = sess_allow($mk);
 is($o3, 't|5', 'MOVED: and the call after it (remaining 5)');
 ok(!(grep { /MOVED/ } @d3), 'MOVED: which goes straight to the new master');
@@ -227,7 +227,7 @@ is($o4, 't|9', 'ASK: a key the source lacks is answered (remaining 9)');
 ok((grep { /ASK hash slot $aslot at 127\.0\.0\.1:${\ $adst->port}/ } @d4),
 	'ASK: the call followed ASK to the importing master');
 $adst->cmd('ASKING');
-is($adst->cmd('HGET', $fresh, 'n'), '1', 'ASK: the key was written on the target');
+is($adst->fw_used($fresh), '1', 'ASK: the key was written on the target');
 ok(!(grep { $_ eq $fresh } @{ $asrc->cmd('CLUSTER', 'GETKEYSINSLOT', $aslot, 100) }),
 	'ASK: not on the source');
 ($o4, @d4) = sess_allow($ak, 'fixed_window');
@@ -276,7 +276,7 @@ my ($br, $bo, $be) = $node->psql('postgres',
 is($br, 0, 'statement trigger: keys over several slots work (one script per slot)') or diag($be);
 is(scalar(grep {
 	my $rk = "rl:{$dboid:public.bulk:author='c18-a$_'}:fixed_window:86400000ms";
-	($rc->key_cmd($rk, 'HGET', $rk, 'n') // 0) == 1
+	($rc->fw_used($rk) // 0) == 1
 } 1 .. 20), 20, 'statement trigger: each of the 20 keys is charged its one row on its master');
 ($br, $bo, $be) = $node->psql('postgres', "INSERT INTO bulk SELECT 'c18-one' FROM generate_series(1, 5)");
 is($br, 0, 'statement trigger: keys in one slot still work') or diag($be);
@@ -310,7 +310,7 @@ is($f1 - $f0, 1, 'TRYAGAIN: one failure recorded');
 my ($terr) = rl_run($sess, 'SELECT last_error FROM rl_status()');
 like($terr, qr/^TRYAGAIN/, 'TRYAGAIN: the failure is the TRYAGAIN reply');
 $tdst->cmd('ASKING');
-is($tdst->cmd('HGET', $tfw, 'n'), '1', 'TRYAGAIN: the migrated rule was not charged');
+is($tdst->fw_used($tfw), '1', 'TRYAGAIN: the migrated rule was not charged');
 $rc->migrate_end($tslot, $tsrc, $tdst);
 usleep(300_000);
 my ($to3) = rl_run($sess, $layered);
@@ -338,7 +338,7 @@ my ($known, $unknown) = split /\|/, $node->safe_psql('postgres',
 	"SELECT count(*) FILTER (WHERE known), count(*) FILTER (WHERE NOT known) "
 	  . "FROM hits WHERE k = 'failover'");
 is($known + $unknown, 2000, 'failover: 2000 calls answered');
-my $counted = $promoted->cmd('HGET', $frk, 'n') // 0;
+my $counted = $promoted->fw_used($frk) // 0;
 cmp_ok($counted, '<=', $known + $unknown,
 	'failover: no call counted twice (Redis count <= calls)');
 cmp_ok($counted, '>=', $known, 'failover: no call Redis answered was lost');
@@ -372,11 +372,11 @@ my ($oo) = sess_allow($other);
 is($oo, 't|8', 'stall: another master\'s key is answered by Redis meanwhile');
 $sm->resume;
 usleep(300_000);
-my $n_after = $sm->cmd('HGET', $srk, 'n');
+my $n_after = $sm->fw_used($srk);
 cmp_ok($n_after, '<=', 2, 'stall: the timed-out call was not sent again (count <= 2 calls)');
 ($so) = sess_allow($sk);
 is($so, 't|' . (10 - $n_after - 1), 'stall: once the retry interval passed, Redis answers and counts one more');
-is($sm->cmd('HGET', $srk, 'n'), $n_after + 1, 'stall: exactly one more on the master');
+is($sm->fw_used($srk), $n_after + 1, 'stall: exactly one more on the master');
 fact('cluster_stall_policy_s.018', sprintf('%.2f', $stall_s));
 fault_done('cluster master stalled (SIGSTOP)', $mark);
 

@@ -61,7 +61,7 @@ sub trigger_key
 sub count_of
 {
 	my ($rk) = @_;
-	return $rc->master_of_slot(RLCluster::slot_of($rk))->cmd('HGET', $rk, 'n') // 0;
+	return $rc->master_of_slot(RLCluster::slot_of($rk))->fw_used($rk) // 0;
 }
 
 my $script_no = 0;
@@ -338,7 +338,7 @@ my ($hall, $hallowed, $hpolicy) = split /\|/, $node->safe_psql('postgres',
 	"SELECT count(*), count(*) FILTER (WHERE allowed), count(*) FILTER (WHERE NOT known) FROM hits");
 is($hpolicy, 0, 'migrate: no policy answer');
 is($hallowed, $hall > 2000 ? 2000 : $hall, "migrate: exactly min(calls, limit) admitted ($hall calls)");
-my $hn = $hdst->cmd('HGET', $hrk, 'n') // 0;
+my $hn = $hdst->fw_used($hrk) // 0;
 is($hn, $hallowed, 'migrate: the count on the new master equals the calls admitted');
 fact('count_checks.021', $hall);
 fact('miscounted.021', abs($hn - $hallowed));

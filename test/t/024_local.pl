@@ -273,7 +273,7 @@ rl_run($r, "SET ratelimit.test_clock_ms = $T0");
 is($o, 't|2', 'with Redis up, Redis answers');
 my $dboid = $rnode->safe_psql('postgres',
 	'SELECT oid FROM pg_database WHERE datname = current_database()');
-is($redis->cmd('HGET', "rl:{$dboid:fo}:fixed_window", 'n'), '1', 'and holds the count');
+is($redis->fw_used("rl:{$dboid:fo}:fixed_window"), '1', 'and holds the count');
 $redis->kill9;
 ($o, $err) = rl_run($r, "SELECT string_agg(allowed::text || ':' || remaining, ',') FROM generate_series(1, 4) g, "
 	  . "LATERAL rl_allow('fo', 'fixed_window', 3, '1 hour', 1 + 0 * g)");
