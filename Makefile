@@ -28,6 +28,7 @@ OBJS = \
 	src/rl_postgrest.o \
 	src/rl_local_store.o \
 	src/rl_local_algo.o \
+	src/rl_local_log.o \
 	src/rl_local_run.o
 
 DATA = sql/ratelimit--0.1.0.sql sql/ratelimit--0.1.0--0.2.0.sql \
