@@ -288,6 +288,8 @@ is($o, '0|0|t', 'no open or closed policy answer, the failure is counted');
 ($o, $err) = rl_run($r, "SELECT count(*) FILTER (WHERE allowed), min(remaining) "
 	  . "FROM generate_series(1, 1100) g, LATERAL rl_allow('fo:log', 'sliding_log', 1000, '1 hour', 1 + 0 * g)");
 is($o, '1000|0', 'a sliding log of 1000 admits exactly 1000 of 1100 from the local engine');
+($o) = rl_run($r, 'SELECT fail_local, fail_open, fail_closed FROM rl_stats');
+is($o, '1104|0|0', 'rl_stats counts the 1104 answers of the local engine as fail_local');
 $redis->start;
 usleep(150_000);
 ($o) = rl_run($r, "SELECT allowed, remaining FROM rl_allow('fo2', 'fixed_window', 3, '1 hour')");
