@@ -136,7 +136,7 @@ extern void rl_local_full_warning(RlLocalRoom why);
 
 /* rl_local_log.c: the sliding logs' pool of members */
 extern Size rl_local_log_size(void);
-extern void rl_local_log_startup(char *mem, bool init);
+extern void rl_local_log_startup(void);
 extern bool rl_local_log_room(RlLocalEntry *entry, double now, int need);
 extern bool rl_local_log_any_free(void);
 extern void rl_local_log_free(RlLocalEntry *entry);

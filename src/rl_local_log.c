@@ -63,13 +63,21 @@ rl_local_log_size(void)
 					mul_size(sizeof(RlLocalLogBlock), rl_local_log_nblocks()));
 }
 
-/* Lays out the pool at mem; with init, every block free. */
+/*
+ * Lays out the pool, every block free (rl_local_store.c's startup, which
+ * holds AddinShmemInitLock).  A shared memory allocation of its own, so
+ * pg_shmem_allocations shows the table and the pool apart.
+ */
 void
-rl_local_log_startup(char *mem, bool init)
+rl_local_log_startup(void)
 {
+	bool		found;
+	char	   *mem = ShmemInitStruct("ratelimit local engine logs",
+									  rl_local_log_size(), &found);
+
 	rl_log_pool = (RlLocalLogPool *) mem;
 	rl_log_blocks = (RlLocalLogBlock *) (mem + MAXALIGN(sizeof(RlLocalLogPool)));
-	if (!init)
+	if (found)
 		return;
 	SpinLockInit(&rl_log_pool->lock);
 	rl_log_pool->nblocks = rl_local_log_nblocks();

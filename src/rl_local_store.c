@@ -10,7 +10,7 @@
  * different partitions never wait for each other, and a check holds one
  * lock for the few hundred nanoseconds of a lookup and an algorithm run.
  * Sliding logs keep their members in blocks of a separate pool
- * (rl_local_log.c), laid out here after the table.
+ * (rl_local_log.c), laid out at the same time.
  *
  * An entry's expiry is its Redis TTL: an expired entry still reads as its
  * script reads the state (which by then means "fresh"), and is reclaimed
@@ -97,7 +97,6 @@ rl_local_size(void)
 											mul_size(RL_LOCAL_PARTITIONS, nbuckets))));
 	size = add_size(size, mul_size(sizeof(RlLocalEntry),
 								   mul_size(RL_LOCAL_PARTITIONS, per_part)));
-	size = add_size(size, rl_local_log_size());
 	return size;
 }
 
@@ -108,6 +107,7 @@ rl_local_request(void)
 	if (rl_prev_request_hook)
 		rl_prev_request_hook();
 	RequestAddinShmemSpace(rl_local_size());
+	RequestAddinShmemSpace(rl_local_log_size());
 	RequestNamedLWLockTranche(RL_LOCAL_TRANCHE, RL_LOCAL_PARTITIONS);
 }
 
@@ -139,7 +139,7 @@ rl_local_startup(void)
 	p += MAXALIGN(sizeof(int32) * RL_LOCAL_PARTITIONS * rl_local->nbuckets);
 	rl_local_entries = (RlLocalEntry *) p;
 	p += sizeof(RlLocalEntry) * RL_LOCAL_PARTITIONS * rl_local->per_part;
-	rl_local_log_startup(p, !found);
+	rl_local_log_startup();
 	if (!found)
 	{
 		int32		per_part = rl_local->per_part;
