@@ -29,6 +29,7 @@ OBJS = \
 	src/rl_postgrest.o \
 	src/rl_local_store.o \
 	src/rl_local_algo.o \
+	src/rl_local_log.o \
 	src/rl_local_run.o \
 	src/rl_acquire.o
 

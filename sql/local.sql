@@ -387,9 +387,14 @@ SET ratelimit.enforce = off;
 SELECT * FROM rl_allow('reset:1', 'token_bucket', 1, '1 hour');
 RESET ratelimit.enforce;
 
--- The sliding log keeps at most 128 calls per key on the local engine.
-SELECT * FROM rl_allow('big:log', 'sliding_log', 128, '1 minute');
-SELECT * FROM rl_allow('big:log', 'sliding_log', 129, '1 minute');
+-- The sliding log takes the limits it takes on Redis: 1000 calls in a
+-- minute, one by one, then the 1001st is denied until the first leaves.
+SELECT count(*) FILTER (WHERE allowed) AS allowed, min(remaining)
+  FROM generate_series(1, 1001) g,
+       LATERAL rl_allow('big:log', 'sliding_log', 1000, '1 minute', 1 + 0 * g);
+SELECT * FROM rl_allow('big:log', 'sliding_log', 1000, '1 minute');
+SELECT * FROM rl_allow('huge:log', 'sliding_log', 100000, '1 minute', 100000);
+SELECT * FROM rl_allow('big:log', 'sliding_log', 100001, '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 -- Bad input is still refused before anything is looked up.
 SELECT * FROM rl_allow('bad', 'gcra', 0, '1 minute');

@@ -280,6 +280,7 @@ CREATE FUNCTION rl_stats(
 	OUT cached bigint,
 	OUT fail_open bigint,
 	OUT fail_closed bigint,
+	OUT fail_local bigint,
 	OUT failures bigint,
 	OUT failures_timeout bigint,
 	OUT failures_connect bigint,

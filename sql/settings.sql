@@ -71,13 +71,15 @@ INSERT INTO rl_settings VALUES
 	('ratelimit.ipv6_prefix', '48'),
 	('ratelimit.test_clock_ms', '1'),
 	('ratelimit.engine', 'local'),
-	('ratelimit.local_max_entries', '1000');
+	('ratelimit.local_max_entries', '1000'),
+	('ratelimit.local_log_entries', '2048');
 GRANT SELECT ON rl_settings TO PUBLIC;
 
 -- The list is complete: every ratelimit setting in pg_settings is
--- superuser-only but ratelimit.stats_max_limiters and
--- ratelimit.local_max_entries (fixed at server start), plus the two
--- passwords (Redis's, the Sentinels'), which are never listed.
+-- superuser-only but ratelimit.stats_max_limiters,
+-- ratelimit.local_max_entries and ratelimit.local_log_entries (fixed at
+-- server start), plus the two passwords (Redis's, the Sentinels'), which
+-- are never listed.
 SELECT count(*) AS listed,
 	   count(*) FILTER (WHERE context = 'superuser') AS superuser_only,
 	   count(*) FILTER (WHERE name IN (SELECT name FROM rl_settings)) AS tried

@@ -100,28 +100,70 @@ rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
 	rl_apply_enforce(answers, n);
 }
 
+/*
+ * rl_check_many on the local engine: each key answered at once, with
+ * nothing built for Redis (no script call, no reply).
+ */
+static void
+rl_check_many_local(const RlLimiter *limiter, char **keys, int *keylens,
+					const int64 *costs, int n, RlAnswer *answers)
+{
+	uint64		epoch = rl_cache_epoch();
+
+	rl_counters.calls += n;
+	for (int i = 0; i < n; i++)
+	{
+		char	   *rkey = rl_redis_key(keys[i], keylens[i], limiter, false);
+
+		if (rl_cache_lookup(rkey, limiter, costs[i], &answers[i]))
+		{
+			rl_counters.cached++;
+			rl_counters.denied++;
+			rl_stats_denied(rkey, limiter->algorithm);
+		}
+		else if (!rl_local_check(limiter, rkey, costs[i], &answers[i]))
+			rl_policy_answer(&answers[i]);
+		else if (answers[i].allowed)
+			rl_counters.allowed++;
+		else
+		{
+			rl_counters.denied++;
+			rl_stats_denied(rkey, limiter->algorithm);
+			rl_cache_remember(rkey, limiter, costs[i], &answers[i], epoch);
+		}
+		pfree(rkey);
+	}
+}
+
 static void
 rl_check_many_once(const RlLimiter *limiter, char **keys, int *keylens,
 				   const int64 *costs, int n, RlAnswer *answers)
 {
-	RlScriptCall *calls = palloc(sizeof(RlScriptCall) * n);
-	redisReply **replies = palloc0(sizeof(redisReply *) * n);
-	RlAnswer   *got = palloc(sizeof(RlAnswer) * n);
-	int		   *slot = palloc(sizeof(int) * n);
+	RlScriptCall *calls;
+	redisReply **replies;
+	RlAnswer   *got;
+	int		   *slot;
 	char		limit[24];
 	char		window[24];
 	char		burst[24];
-	const char *clock = rl_clock_arg();
-	uint64		epoch = rl_cache_epoch();
+	const char *clock;
+	uint64		epoch;
 	int			m = 0;
 
-	/* The script's arguments; the local engine takes the numbers. */
-	if (rl_engine != RL_ENGINE_LOCAL)
+	if (rl_engine == RL_ENGINE_LOCAL)
 	{
-		snprintf(limit, sizeof(limit), INT64_FORMAT, limiter->limit);
-		snprintf(window, sizeof(window), INT64_FORMAT, limiter->window_us);
-		snprintf(burst, sizeof(burst), INT64_FORMAT, limiter->burst);
+		rl_check_many_local(limiter, keys, keylens, costs, n, answers);
+		return;
 	}
+	calls = palloc(sizeof(RlScriptCall) * n);
+	replies = palloc0(sizeof(redisReply *) * n);
+	got = palloc(sizeof(RlAnswer) * n);
+	slot = palloc(sizeof(int) * n);
+	clock = rl_clock_arg();
+	epoch = rl_cache_epoch();
+	snprintf(limit, sizeof(limit), INT64_FORMAT, limiter->limit);
+	snprintf(window, sizeof(window), INT64_FORMAT, limiter->window_us);
+	snprintf(burst, sizeof(burst), INT64_FORMAT, limiter->burst);
 	rl_counters.calls += n;
 	for (int i = 0; i < n; i++)
 	{
@@ -133,21 +175,6 @@ rl_check_many_once(const RlLimiter *limiter, char **keys, int *keylens,
 			rl_counters.cached++;
 			rl_counters.denied++;
 			rl_stats_denied(rkey, limiter->algorithm);
-			continue;
-		}
-		if (rl_engine == RL_ENGINE_LOCAL)
-		{
-			/* The local engine answers at once (rl_local_run.c). */
-			if (!rl_local_check(limiter, rkey, costs[i], &answers[i]))
-				rl_policy_answer(&answers[i]);
-			else if (answers[i].allowed)
-				rl_counters.allowed++;
-			else
-			{
-				rl_counters.denied++;
-				rl_stats_denied(rkey, limiter->algorithm);
-				rl_cache_remember(rkey, limiter, costs[i], &answers[i], epoch);
-			}
 			continue;
 		}
 		/* A burst is a sixth argument, sent only when one is set. */

@@ -155,14 +155,6 @@ rl_check_limiter(const RlLimiter *limiter)
 						cap, rl_algorithm_name(limiter->algorithm)),
 				 limiter->algorithm == RL_SLIDING_LOG ?
 				 errdetail("The sliding log stores one entry per admitted call, up to the limit per window.") : 0));
-	if (limiter->algorithm == RL_SLIDING_LOG && rl_engine == RL_ENGINE_LOCAL &&
-		limiter->limit > RL_LOCAL_LOG_MAX_LIMIT)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("rate limit must be at most %d for sliding_log on the local engine",
-						RL_LOCAL_LOG_MAX_LIMIT),
-				 errdetail("The local engine keeps a sliding log's calls in a ring of fixed size."),
-				 errhint("Use sliding_counter or gcra for larger limits, or ratelimit.engine = redis.")));
 
 	if (limiter->burst != 0 && !gradual)
 		ereport(ERROR,

@@ -23,7 +23,8 @@
  * Waits are kept on the monotonic clock, so a step of the host's wall
  * clock cannot lengthen a cached denial, and the cache is emptied when the
  * Redis endpoint changes (host, port, socket, database, redis_mode or the
- * cluster's redis_nodes): another server's limiters are other limiters.
+ * cluster's redis_nodes), or ratelimit.engine does: another server's
+ * limiters, or the local engine's, are other limiters.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -46,6 +47,7 @@
 #include "utils/timestamp.h"
 
 #include "rl_cache.h"
+#include "rl_local.h"
 
 /* Entries at most; an overflowing cache first drops what has expired. */
 #define RL_CACHE_MAX	4096
@@ -79,6 +81,7 @@ static int	rl_cache_port = -1;
 static int	rl_cache_db = -1;
 static int	rl_cache_mode = -1;
 static char *rl_cache_nodes = NULL;
+static int	rl_cache_engine = -1;
 static RlCacheShared *rl_cache_shared = NULL;
 static shmem_request_hook_type rl_prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type rl_prev_shmem_startup_hook = NULL;
@@ -191,7 +194,7 @@ rl_cache_hash(const char *rkey)
 /*
  * Usable only with the real clock (a pinned one does not move with time).
  * Drops every cached denial once a reset has been made on this server, or
- * when the settings now name another Redis.
+ * when the settings now name another Redis or the other engine.
  */
 static bool
 rl_cache_enabled(void)
@@ -207,7 +210,8 @@ rl_cache_enabled(void)
 		strcmp(rl_redis_host, rl_cache_host) != 0 ||
 		strcmp(rl_redis_socket, rl_cache_socket) != 0 ||
 		rl_redis_mode != rl_cache_mode ||
-		strcmp(rl_redis_nodes, rl_cache_nodes) != 0;
+		strcmp(rl_redis_nodes, rl_cache_nodes) != 0 ||
+		rl_engine != rl_cache_engine;
 	if (resets != rl_cache_resets || moved)
 	{
 		if (rl_cache != NULL)
@@ -228,6 +232,7 @@ rl_cache_enabled(void)
 		rl_cache_db = rl_redis_db;
 		rl_cache_mode = rl_redis_mode;
 		rl_cache_nodes = MemoryContextStrdup(TopMemoryContext, rl_redis_nodes);
+		rl_cache_engine = rl_engine;
 	}
 	return true;
 }

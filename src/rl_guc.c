@@ -64,6 +64,7 @@ int			rl_ipv6_prefix = 64;
 double		rl_test_clock_ms = 0;
 int			rl_engine = RL_ENGINE_REDIS;
 int			rl_local_max_entries = 10000;
+int			rl_local_log_entries = 262144;
 
 static const struct config_enum_entry rl_failure_mode_options[] = {
 	{"open", RL_FAIL_OPEN, false},
@@ -434,6 +435,19 @@ rl_define_settings(void)
 								NULL,
 								NULL,
 								NULL);
+
+	DefineCustomIntVariable("ratelimit.local_log_entries",
+							"Sliding-log calls the local engine's shared pool holds, over all keys.",
+							"Fixed at server start; 16 bytes of shared memory each, taken in blocks of 32 per log.",
+							&rl_local_log_entries,
+							262144,
+							RL_LOCAL_LOG_BLOCK,
+							INT_MAX / 2,
+							PGC_POSTMASTER,
+							0,
+							NULL,
+							NULL,
+							NULL);
 
 	DefineCustomEnumVariable("ratelimit.failure_mode",
 							 "Answer given while Redis is unavailable: open, closed, error or local.",

@@ -34,42 +34,56 @@ typedef enum RlEngine
 /* Keys up to this many bytes are kept whole; longer ones by two hashes. */
 #define RL_LOCAL_KEY_INLINE		128
 /*
- * The sliding log's largest limit on the local engine, and its ring.  An
- * admitted call finds at most limit - 1 members in the window (each cost
- * is at least 1) and drops the older ones, up to 64 of them, as the
- * script does: with 64 or fewer older ones the ring then holds at most
- * limit members, with more it shrinks by 63.  So it never holds more
- * than RL_LOCAL_LOG_MAX_LIMIT members.
+ * The sliding logs' members live in a shared pool of blocks of this many
+ * members (ratelimit.local_log_entries of them in all), chained per log:
+ * a log grows and shrinks a block at a time with its limit and traffic.
  */
-#define RL_LOCAL_LOG_MAX_LIMIT	128
-#define RL_LOCAL_LOG_CAP		RL_LOCAL_LOG_MAX_LIMIT
-StaticAssertDecl(RL_LOCAL_LOG_MAX_LIMIT <= PG_UINT16_MAX,
-				 "a sliding log member's cost must fit its uint16");
-/* One sliding-log ring for this many entries of ratelimit.local_max_entries. */
-#define RL_LOCAL_ENTRIES_PER_LOG	16
+#define RL_LOCAL_LOG_BLOCK		32
 
-/* One limiter's state: the Lua scripts' fields, as Lua numbers. */
-typedef struct RlLocalLog
+/* One member of a sliding log: its time, and the sum of the costs so far. */
+typedef struct RlLocalMember
 {
-	int32		next;			/* free list */
-	int32		head;			/* oldest member */
-	int32		count;
+	double		t;				/* us */
+	uint64		cum;			/* costs of the log's calls up to this one */
+} RlLocalMember;
+
+typedef struct RlLocalLogBlock
+{
+	int32		next;			/* the log's next block, or free list */
 	int32		pad;
-	double		t[RL_LOCAL_LOG_CAP];	/* member times (us) */
-	uint16		cost[RL_LOCAL_LOG_CAP]; /* member costs, <= the limit */
-} RlLocalLog;
+	RlLocalMember m[RL_LOCAL_LOG_BLOCK];
+} RlLocalLogBlock;
+
+/*
+ * A sliding log's chain: members in call order from slot off of the
+ * first block (RlLocalEntry.log) to the last block, tail.  Only the last
+ * block has free slots.  base is the cum before the oldest member, so a
+ * member's cost is its cum minus its predecessor's (unsigned: wraps).
+ */
+typedef struct RlLocalLogHead
+{
+	int32		tail;
+	int32		nblocks;
+	int32		off;
+	int32		count;
+	uint64		base;
+} RlLocalLogHead;
 
 typedef struct RlLocalEntry
 {
 	uint64		hash;
 	int32		next;			/* hash chain, or free list */
-	int32		log;			/* sliding log ring, -1 for none */
+	int32		log;			/* sliding log's first block, -1 for none */
 	uint16		keylen;			/* bytes of the whole key (capped) */
 	bool		valid;			/* false: reserved, holds no state yet */
 	uint8		pad;
 	int32		pad2;
 	int64		expires_at;		/* us on the call's clock, like a PEXPIRE */
-	double		st[4];			/* algorithm state, see rl_local_algo.c */
+	union
+	{
+		double		st[4];		/* algorithm state, see rl_local_algo.c */
+		RlLocalLogHead lg;		/* sliding_log: its chain of members */
+	}			u;
 	char		key[RL_LOCAL_KEY_INLINE];
 } RlLocalEntry;
 
@@ -90,9 +104,18 @@ typedef struct RlLocalResult
 	double		log_cost;
 } RlLocalResult;
 
+/* Why a call found no room (rl_local_run.c answers it by the policy). */
+typedef enum RlLocalRoom
+{
+	RL_ROOM_OK,
+	RL_ROOM_NO_ENTRY,			/* ratelimit.local_max_entries is full */
+	RL_ROOM_NO_LOG				/* ratelimit.local_log_entries is full */
+} RlLocalRoom;
+
 /* rl_guc.c */
 extern int	rl_engine;
 extern int	rl_local_max_entries;
+extern int	rl_local_log_entries;
 
 /* rl_local_store.c: the shared table */
 extern void rl_local_init(void);
@@ -103,16 +126,34 @@ extern uint64 rl_local_hash(const char *key, size_t len);
 extern void rl_local_lock(const int *parts, int n);
 extern void rl_local_unlock(const int *parts, int n);
 extern RlLocalEntry *rl_local_find(const char *key, size_t len, uint64 hash,
-								   double now, bool reserve, bool *full);
+								   double now, bool reserve, bool *full,
+								   RlLocalEntry *const *keep, int nkeep);
 extern void rl_local_release(RlLocalEntry *entry, uint64 hash);
-extern RlLocalLog *rl_local_log(RlLocalEntry *entry, bool create);
-extern void rl_local_full_warning(void);
+extern bool rl_local_reclaim_others(double now);
+extern const char *rl_local_room_setting(RlLocalRoom why);
+extern const char *rl_local_room_detail(RlLocalRoom why);
+extern void rl_local_full_warning(RlLocalRoom why);
+
+/* rl_local_log.c: the sliding logs' pool of members */
+extern Size rl_local_log_size(void);
+extern void rl_local_log_startup(void);
+extern bool rl_local_log_room(RlLocalEntry *entry, double now, int need);
+extern bool rl_local_log_any_free(void);
+extern void rl_local_log_free(RlLocalEntry *entry);
+extern RlLocalMember *rl_local_log_at(const RlLocalEntry *entry, int i);
+extern int	rl_local_log_first_after(const RlLocalEntry *entry, double floor_t);
+extern int	rl_local_log_reach(const RlLocalEntry *entry, int first,
+							   uint64 k);
+extern uint64 rl_local_log_cum_before(const RlLocalEntry *entry, int i);
+extern void rl_local_log_clear(RlLocalEntry *entry);
+extern void rl_local_log_prune(RlLocalEntry *entry, int n);
+extern void rl_local_log_push(RlLocalEntry *entry, double t, uint64 cost);
 
 /* rl_local_algo.c: the six algorithms, as lua/ computes them */
 extern void rl_local_algorithm(int algorithm, RlLocalEntry *entry,
 							   double limit, double window, double cost,
 							   double burst, double now, RlLocalResult *res);
-extern bool rl_local_write(int algorithm, RlLocalEntry *entry,
+extern void rl_local_write(int algorithm, RlLocalEntry *entry,
 						   const RlLocalResult *res, double now);
 
 /* rl_local_run.c: script calls and commands answered locally */

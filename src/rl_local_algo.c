@@ -15,7 +15,7 @@
  *	 token_bucket		credit, ts, unit
  *	 leaky_bucket		level, ts, unit
  *	 gcra				us, r, d, ts  (the string "<us>+<r>/<d>@<ts>")
- *	 sliding_log		a ring of members (time, cost) in RlLocalLog
+ *	 sliding_log		a chain of members (time, cum) in rl_local_log.c
  * Where a script writes nothing (a peek, a denial) nothing is written.
  *
  * Copyright (c) 2026, ratelimit developers
@@ -92,13 +92,13 @@ rl_fixed_window(RlLocalEntry *e, double limit, double window, double cost,
 
 	if (e != NULL && e->valid)
 	{
-		double		w = e->st[0];
+		double		w = e->u.st[0];
 
 		w = w - lmod(w, window);
 		if (w >= start)
 		{
 			start = w;
-			used = lmin(limit, e->st[1]);
+			used = lmin(limit, e->u.st[1]);
 		}
 	}
 	ends = start + window;
@@ -144,10 +144,10 @@ rl_token_bucket(RlLocalEntry *e, double limit, double window, double cost,
 
 	if (e != NULL && e->valid)
 	{
-		double		was = e->st[2];
+		double		was = e->u.st[2];
 
-		credit = e->st[0];
-		ts = e->st[1];
+		credit = e->u.st[0];
+		ts = e->u.st[1];
 		if (was != unit)
 			credit = floor(credit / was * unit);
 		if (now > ts)
@@ -200,10 +200,10 @@ rl_leaky_bucket(RlLocalEntry *e, double limit, double window, double cost,
 
 	if (e != NULL && e->valid)
 	{
-		double		was = e->st[2];
+		double		was = e->u.st[2];
 
-		level = e->st[0];
-		ts = e->st[1];
+		level = e->u.st[0];
+		ts = e->u.st[1];
 		if (was != unit)
 			level = ceil(level / was * unit);
 		if (level > full)
@@ -259,10 +259,10 @@ rl_gcra(RlLocalEntry *e, double limit, double window, double cost,
 
 	if (e != NULL && e->valid)
 	{
-		double		us = e->st[0];
-		double		r = e->st[1];
-		double		d = e->st[2];
-		double		ts = e->st[3];
+		double		us = e->u.st[0];
+		double		r = e->u.st[1];
+		double		d = e->u.st[2];
+		double		ts = e->u.st[3];
 
 		if (d != rate)
 			r = ceil(r * rate / d);
@@ -316,7 +316,7 @@ rl_sliding_counter(RlLocalEntry *e, double limit, double window, double cost,
 
 	if (e != NULL && e->valid)
 	{
-		double		w = e->st[0];
+		double		w = e->u.st[0];
 
 		w = w - lmod(w, window);
 		if (w >= start)
@@ -324,11 +324,11 @@ rl_sliding_counter(RlLocalEntry *e, double limit, double window, double cost,
 			if (w > start)
 				at = w;
 			start = w;
-			cur = lmin(limit, e->st[1]);
-			prev = lmin(limit, e->st[2]);
+			cur = lmin(limit, e->u.st[1]);
+			prev = lmin(limit, e->u.st[2]);
 		}
 		else if (w == start - window)
-			prev = lmin(limit, e->st[1]);
+			prev = lmin(limit, e->u.st[1]);
 	}
 	shift = at - now;
 	left = window - (at - start);
@@ -372,43 +372,45 @@ rl_sliding_counter(RlLocalEntry *e, double limit, double window, double cost,
 }
 
 /*
- * sliding_log.lua, on a ring of (time, cost) members in call order.  The
- * script's cum counters are sums of costs: the units in the window are
- * the sum of the costs of the members after floor, and the unit a denial
- * waits for is found by summing from the first of them.  Members at or
- * before floor are dropped as the script drops them (64 at most per
- * admitted call, all when the window is empty), so that a clock that
- * steps back sees the same members as Redis would.
+ * sliding_log.lua, on a chain of (time, cum) members in call order.  As
+ * in the script, the units in the window are the newest cum minus the cum
+ * before the first member after floor, and the unit a denial waits for
+ * is the first member whose cum reaches it.  Members at or before floor
+ * are dropped as the script drops them (64 at most per admitted call, all
+ * when the window is empty), so that a clock that steps back sees the
+ * same members as Redis would.
  */
 static void
 rl_sliding_log(RlLocalEntry *e, double limit, double window, double cost,
 			   double now, RlLocalResult *res)
 {
-	RlLocalLog *log = e != NULL && e->valid ? rl_local_log(e, false) : NULL;
+	bool		has_newest = e != NULL && e->valid && e->log >= 0 &&
+		e->u.lg.count > 0;
 	double		floor_t = now - window;
 	double		stamp = now;
 	double		newest_t = 0;
-	bool		has_newest = false;
 	double		used = 0;
 	double		first_cost = 0;
 	int			expired = 0;
-	int			first = -1;		/* ring position of the first in window */
+	int			first = -1;		/* the first member in the window */
 	double		reset;
 
-	if (log != NULL && log->count > 0)
+	if (has_newest)
 	{
-		newest_t = log->t[(log->head + log->count - 1) % RL_LOCAL_LOG_CAP];
-		has_newest = true;
+		RlLocalMember *newest = rl_local_log_at(e, e->u.lg.count - 1);
+
+		newest_t = newest->t;
 		if (newest_t > now)
 			stamp = newest_t;
 		if (newest_t > floor_t)
 		{
-			while (log->t[(log->head + expired) % RL_LOCAL_LOG_CAP] <= floor_t)
-				expired++;
+			uint64		before;
+
+			expired = rl_local_log_first_after(e, floor_t);
 			first = expired;
-			first_cost = log->cost[(log->head + first) % RL_LOCAL_LOG_CAP];
-			for (int i = first; i < log->count; i++)
-				used += log->cost[(log->head + i) % RL_LOCAL_LOG_CAP];
+			before = rl_local_log_cum_before(e, first);
+			first_cost = (double) (rl_local_log_at(e, first)->cum - before);
+			used = (double) (newest->cum - before);
 		}
 	}
 
@@ -426,23 +428,10 @@ rl_sliding_log(RlLocalEntry *e, double limit, double window, double cost,
 			/* Not reached: a cost is at most the limit (rl_check_cost). */
 		}
 		else if (k <= first_cost)
-			wait_t = log->t[(log->head + first) % RL_LOCAL_LOG_CAP];
+			wait_t = rl_local_log_at(e, first)->t;
 		else
-		{
-			double		sum = 0;
-
-			for (int i = first; i < log->count; i++)
-			{
-				int			p = (log->head + i) % RL_LOCAL_LOG_CAP;
-
-				sum += log->cost[p];
-				if (sum >= k)
-				{
-					wait_t = log->t[p];
-					break;
-				}
-			}
-		}
+			wait_t = rl_local_log_at(e, rl_local_log_reach(e, first,
+														   (uint64) k))->t;
 		res->ok = false;
 		res->remaining = limit - used;
 		res->retry = wait_t + window - now;
@@ -508,43 +497,22 @@ rl_local_algorithm(int algorithm, RlLocalEntry *entry, double limit,
 /*
  * Writes what rl_local_algorithm decided into the entry (reserved by the
  * caller) and sets its expiry, as the script's HSET/ZADD and PEXPIRE do.
- * False when a sliding log needs a ring and none is free.
+ * A sliding log must have room for its member (rl_local_log_room).
  */
-bool
+void
 rl_local_write(int algorithm, RlLocalEntry *entry, const RlLocalResult *res,
 			   double now)
 {
 	if (algorithm == RL_SLIDING_LOG)
 	{
-		RlLocalLog *log = rl_local_log(entry, true);
-		int			pos;
-
-		if (log == NULL)
-			return false;
 		if (res->log_clear || !entry->valid)
-		{
-			log->head = 0;
-			log->count = 0;
-		}
+			rl_local_log_clear(entry);
 		else
-		{
-			log->head = (log->head + res->log_prune) % RL_LOCAL_LOG_CAP;
-			log->count -= res->log_prune;
-		}
-		/* Never full: see RL_LOCAL_LOG_CAP in the header. */
-		if (log->count == RL_LOCAL_LOG_CAP)
-		{
-			log->head = (log->head + 1) % RL_LOCAL_LOG_CAP;
-			log->count--;
-		}
-		pos = (log->head + log->count) % RL_LOCAL_LOG_CAP;
-		log->t[pos] = res->log_stamp;
-		log->cost[pos] = (uint16) res->log_cost;
-		log->count++;
+			rl_local_log_prune(entry, res->log_prune);
+		rl_local_log_push(entry, res->log_stamp, (uint64) res->log_cost);
 	}
 	else
-		memcpy(entry->st, res->st, sizeof(entry->st));
+		memcpy(entry->u.st, res->st, sizeof(entry->u.st));
 	entry->valid = true;
 	entry->expires_at = (int64) now + (int64) res->ttl_ms * 1000;
-	return true;
 }

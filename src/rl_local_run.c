@@ -12,7 +12,8 @@
  * cannot tell the stores apart.  A call's keys are locked together (their
  * partitions in ascending order), so it is atomic as a script is.
  *
- * A call that needs a new entry when the table is full gets no reply (the
+ * A call that needs a new entry when the table is full, or an admitted
+ * sliding-log call when the pool of log members is, gets no reply (the
  * failure policy answers it, with a WARNING); under failure_mode "error"
  * it is an ERROR.  Nothing here touches WAL or takes a transaction id,
  * so the engine works on hot standbys and in READ ONLY transactions.
@@ -110,28 +111,23 @@ rl_local_algorithm_of(const char *name)
 }
 
 /*
- * A new entry for a call that may write: for a sliding log, with its ring
- * taken now, so that nothing can fail once the call starts writing.
+ * Room for what an admitted call writes: a sliding log's next member.
+ * Taken after the algorithm has run and before anything is written, so
+ * a denial needs no room and a write cannot fail half-way.
  */
-static RlLocalEntry *
-rl_local_reserve(const char *key, size_t len, uint64 hash, int algorithm,
-				 double cost, double now, bool *full)
+static bool
+rl_local_room(int algorithm, RlLocalEntry *e, const RlLocalResult *res,
+			  double now, int need)
 {
-	RlLocalEntry *e = rl_local_find(key, len, hash, now, cost > 0, full);
-
-	if (e != NULL && algorithm == RL_SLIDING_LOG && cost > 0 &&
-		rl_local_log(e, true) == NULL)
-	{
-		if (!e->valid)
-			rl_local_release(e, hash);
-		*full = true;
-		return NULL;
-	}
-	return e;
+	return algorithm != RL_SLIDING_LOG || !res->apply ||
+		rl_local_log_room(e, now, need);
 }
 
-/* allow.lua: one key, one algorithm.  False when the table is full. */
-static bool
+/*
+ * allow.lua: one key, one algorithm.  RL_ROOM_OK, or why there was no
+ * room (nothing was changed then).
+ */
+static RlLocalRoom
 rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
 				   double window, double cost, double burst, double now,
 				   RlLocalReply *out)
@@ -140,14 +136,15 @@ rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
 	int			part = rl_local_partition(hash);
 	RlLocalEntry *e;
 	RlLocalResult res;
+	RlLocalRoom room = RL_ROOM_OK;
 	bool		full;
 
 	rl_local_lock(&part, 1);
-	e = rl_local_reserve(key, len, hash, algorithm, cost, now, &full);
+	e = rl_local_find(key, len, hash, now, cost > 0, &full, NULL, 0);
 	if (full)
 	{
 		rl_local_unlock(&part, 1);
-		return false;
+		return RL_ROOM_NO_ENTRY;
 	}
 	rl_local_algorithm(algorithm, e, limit, window, cost, burst, now, &res);
 	out->n = 4;
@@ -158,10 +155,12 @@ rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
 		out->v[2] = (int64) Max(1, (res.retry <= 0 ? 0 : ceil(res.retry / 1000)));
 		out->v[3] = (int64) (res.reset <= 0 ? 0 : ceil(res.reset / 1000));
 	}
+	else if (res.ok && res.apply && !rl_local_room(algorithm, e, &res, now, 1))
+		room = RL_ROOM_NO_LOG;
 	else
 	{
 		if (res.ok && res.apply)
-			(void) rl_local_write(algorithm, e, &res, now);
+			rl_local_write(algorithm, e, &res, now);
 		out->v[0] = 1;
 		out->v[1] = (int64) Max(0, res.remaining);
 		out->v[2] = 0;
@@ -170,11 +169,11 @@ rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
 	if (e != NULL && !e->valid)
 		rl_local_release(e, hash);
 	rl_local_unlock(&part, 1);
-	return true;
+	return room;
 }
 
 /* allow.lua's call: key, limit, window, cost, clock[, burst]. */
-static bool
+static RlLocalRoom
 rl_local_allow(const RlScriptCall *call, RlLocalReply *out)
 {
 	double		limit = rl_local_num(call->params[1]);
@@ -221,10 +220,10 @@ rl_local_ms(double us)
 }
 
 /*
- * layered.lua: every rule checked, all consumed or none.  False when the
- * table is full (nothing was changed).
+ * layered.lua: every rule checked, all consumed or none.  RL_ROOM_OK, or
+ * why there was no room (nothing was changed then).
  */
-static bool
+static RlLocalRoom
 rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 {
 	int			n = call->nkeys;
@@ -243,6 +242,7 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 	int			nparts;
 	bool		all_ok = true;
 	bool		full = false;
+	RlLocalRoom room = RL_ROOM_OK;
 	double		remaining = -1;
 	double		retry = 0;
 	double		reset = 0;
@@ -273,10 +273,14 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 	nparts = rl_local_parts(hashes, n, parts);
 
 	rl_local_lock(parts, nparts);
+	/* The entries found so far are kept from the reclaim of a full one. */
 	for (int i = 0; i < n && !full; i++)
-		entries[i] = rl_local_reserve(call->params[i], call->paramlen[i],
-									  hashes[i], algo[i], cost[i], now, &full);
-	if (!full)
+		entries[i] = rl_local_find(call->params[i], call->paramlen[i],
+								   hashes[i], now, cost[i] > 0, &full,
+								   entries, i);
+	if (full)
+		room = RL_ROOM_NO_ENTRY;
+	else
 	{
 		for (int i = 0; i < n; i++)
 		{
@@ -301,10 +305,20 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 				}
 				reset = Max(reset, rl_local_ms(res[i].reset));
 			}
-			for (int i = 0; i < n; i++)
+			/* The same rule twice is one entry, written twice. */
+			for (int i = 0; i < n && room == RL_ROOM_OK; i++)
+			{
+				int			need = 1;
+
+				for (int k = 0; k < i; k++)
+					need += entries[k] == entries[i] && res[k].apply;
+				if (!rl_local_room(algo[i], entries[i], &res[i], now, need))
+					room = RL_ROOM_NO_LOG;
+			}
+			for (int i = 0; i < n && room == RL_ROOM_OK; i++)
 			{
 				if (res[i].apply)
-					(void) rl_local_write(algo[i], entries[i], &res[i], now);
+					rl_local_write(algo[i], entries[i], &res[i], now);
 			}
 		}
 		else
@@ -355,8 +369,8 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 		}
 	}
 	rl_local_unlock(parts, nparts);
-	if (full)
-		return false;
+	if (room != RL_ROOM_OK)
+		return room;
 
 	out->n = 5;
 	out->v[0] = all_ok ? 1 : 0;
@@ -364,29 +378,7 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 	out->v[2] = all_ok ? 0 : (int64) retry;
 	out->v[3] = (int64) reset;
 	out->v[4] = tightest;
-	return true;
-}
-
-/* True when a call has a sliding log whose limit the ring cannot hold. */
-static bool
-rl_local_log_too_big(const RlScriptCall *call)
-{
-	const char *const *argv = call->params + call->nkeys;
-
-	if (call->script == RL_SLIDING_LOG)
-		return rl_local_num(argv[0]) > RL_LOCAL_LOG_MAX_LIMIT;
-	if (call->script != RL_SCRIPT_LAYERED)
-		return false;
-	if (strcmp(argv[1], "=") == 0)
-		return strcmp(argv[2], "sliding_log") == 0 &&
-			rl_local_num(argv[3]) > RL_LOCAL_LOG_MAX_LIMIT;
-	for (int i = 0; i < call->nkeys; i++)
-	{
-		if (strcmp(argv[5 * i + 1], "sliding_log") == 0 &&
-			rl_local_num(argv[5 * i + 2]) > RL_LOCAL_LOG_MAX_LIMIT)
-			return true;
-	}
-	return false;
+	return RL_ROOM_OK;
 }
 
 /*
@@ -394,15 +386,16 @@ rl_local_log_too_big(const RlScriptCall *call)
  * (the caller then gives the policy's answer).
  */
 static void
-rl_local_full(void)
+rl_local_full(RlLocalRoom why)
 {
 	if (rl_failure_mode == RL_FAIL_ERROR)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("ratelimit.local_max_entries is full"),
-				 errdetail("Every entry of the limiter's partition of the local engine's table holds a limiter whose state has not expired."),
-				 errhint("Raise ratelimit.local_max_entries (a restart is needed).")));
-	rl_local_full_warning();
+				 errmsg("%s is full", rl_local_room_setting(why)),
+				 errdetail_internal("%s", rl_local_room_detail(why)),
+				 errhint("Raise %s (a restart is needed).",
+						 rl_local_room_setting(why))));
+	rl_local_full_warning(why);
 }
 
 /*
@@ -413,22 +406,15 @@ static redisReply *
 rl_local_call(const RlScriptCall *call)
 {
 	RlLocalReply r;
-	bool		done;
+	RlLocalRoom room;
 
-	/*
-	 * Only under failure_mode = local can a sliding log above the ring's
-	 * size come here (rl_check_limiter refuses it on the local engine):
-	 * the policy answers it as "closed".
-	 */
-	if (rl_local_log_too_big(call))
-		return NULL;
 	if (call->script == RL_SCRIPT_LAYERED)
-		done = rl_local_layered(call, &r);
+		room = rl_local_layered(call, &r);
 	else
-		done = rl_local_allow(call, &r);
-	if (done)
+		room = rl_local_allow(call, &r);
+	if (room == RL_ROOM_OK)
 		return rl_local_reply(&r);
-	rl_local_full();
+	rl_local_full(room);
 	return NULL;
 }
 
@@ -482,15 +468,17 @@ rl_local_check(const RlLimiter *limiter, const char *rkey, int64 cost,
 			   RlAnswer *answer)
 {
 	RlLocalReply r;
+	RlLocalRoom room;
 
 	rl_local_begin();
-	if (!rl_local_allow_key(limiter->algorithm, rkey, strlen(rkey),
-							(double) limiter->limit,
-							(double) limiter->window_us, (double) cost,
-							(double) rl_capacity(limiter),
-							rl_local_clock(rl_clock_arg()), &r))
+	room = rl_local_allow_key(limiter->algorithm, rkey, strlen(rkey),
+							  (double) limiter->limit,
+							  (double) limiter->window_us, (double) cost,
+							  (double) rl_capacity(limiter),
+							  rl_local_clock(rl_clock_arg()), &r);
+	if (room != RL_ROOM_OK)
 	{
-		rl_local_full();
+		rl_local_full(room);
 		return false;
 	}
 	answer->known = true;
@@ -547,7 +535,8 @@ rl_local_command(RlCommand *cmd, redisReply **reply)
 		bool		full;
 
 		rl_local_lock(&part, 1);
-		e = rl_local_find(cmd->argv[i], cmd->argvlen[i], hash, 0, false, &full);
+		e = rl_local_find(cmd->argv[i], cmd->argvlen[i], hash, 0, false, &full,
+						  NULL, 0);
 		if (e != NULL)
 		{
 			deleted += e->valid;

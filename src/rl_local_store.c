@@ -9,8 +9,8 @@
  * own entries, hash chains and free list, so backends working on keys of
  * different partitions never wait for each other, and a check holds one
  * lock for the few hundred nanoseconds of a lookup and an algorithm run.
- * Sliding logs keep their members in rings of a separate pool (one ring
- * per RL_LOCAL_ENTRIES_PER_LOG entries), taken under a spinlock.
+ * Sliding logs keep their members in blocks of a separate pool
+ * (rl_local_log.c), laid out at the same time.
  *
  * An entry's expiry is its Redis TTL: an expired entry still reads as its
  * script reads the state (which by then means "fresh"), and is reclaimed
@@ -60,9 +60,6 @@ typedef struct RlLocalShared
 {
 	pg_atomic_uint64 clock;		/* newest wall clock seen (us) */
 	char		pad[PG_CACHE_LINE_SIZE - sizeof(pg_atomic_uint64)];
-	slock_t		log_lock;
-	int32		log_free;
-	int32		nlogs;
 	int32		per_part;		/* entries per partition */
 	int32		nbuckets;		/* hash chains per partition, a power of 2 */
 	RlLocalPartition part[RL_LOCAL_PARTITIONS];
@@ -71,7 +68,6 @@ typedef struct RlLocalShared
 static RlLocalShared *rl_local = NULL;
 static int32 *rl_local_buckets = NULL;
 static RlLocalEntry *rl_local_entries = NULL;
-static RlLocalLog *rl_local_logs = NULL;
 static LWLockPadded *rl_local_locks = NULL;
 
 static shmem_request_hook_type rl_prev_request_hook = NULL;
@@ -79,32 +75,28 @@ static shmem_startup_hook_type rl_prev_startup_hook = NULL;
 
 /* The table's geometry, from the setting (fixed at server start). */
 static void
-rl_local_geometry(int32 *per_part, int32 *nbuckets, int32 *nlogs)
+rl_local_geometry(int32 *per_part, int32 *nbuckets)
 {
 	*per_part = (rl_local_max_entries + RL_LOCAL_PARTITIONS - 1) /
 		RL_LOCAL_PARTITIONS;
 	*nbuckets = 1;
 	while (*nbuckets < *per_part)
 		*nbuckets *= 2;
-	*nlogs = Max(RL_LOCAL_PARTITIONS,
-				 rl_local_max_entries / RL_LOCAL_ENTRIES_PER_LOG);
 }
 
 static Size
 rl_local_size(void)
 {
 	int32		per_part,
-				nbuckets,
-				nlogs;
+				nbuckets;
 	Size		size;
 
-	rl_local_geometry(&per_part, &nbuckets, &nlogs);
+	rl_local_geometry(&per_part, &nbuckets);
 	size = MAXALIGN(sizeof(RlLocalShared));
 	size = add_size(size, MAXALIGN(mul_size(sizeof(int32),
 											mul_size(RL_LOCAL_PARTITIONS, nbuckets))));
 	size = add_size(size, mul_size(sizeof(RlLocalEntry),
 								   mul_size(RL_LOCAL_PARTITIONS, per_part)));
-	size = add_size(size, mul_size(sizeof(RlLocalLog), nlogs));
 	return size;
 }
 
@@ -115,11 +107,12 @@ rl_local_request(void)
 	if (rl_prev_request_hook)
 		rl_prev_request_hook();
 	RequestAddinShmemSpace(rl_local_size());
+	RequestAddinShmemSpace(rl_local_log_size());
 	RequestNamedLWLockTranche(RL_LOCAL_TRANCHE, RL_LOCAL_PARTITIONS);
 }
 
 /*
- * Lays out the table: every entry free, every ring free.  Also run after
+ * Lays out the table: every entry free, every log block free.  Also run after
  * a crash restart, so a lock held by a killed backend is gone with it.
  */
 static void
@@ -139,16 +132,14 @@ rl_local_startup(void)
 	{
 		memset(rl_local, 0, sizeof(RlLocalShared));
 		pg_atomic_init_u64(&rl_local->clock, 0);
-		SpinLockInit(&rl_local->log_lock);
-		rl_local_geometry(&rl_local->per_part, &rl_local->nbuckets,
-						  &rl_local->nlogs);
+		rl_local_geometry(&rl_local->per_part, &rl_local->nbuckets);
 	}
 	p += MAXALIGN(sizeof(RlLocalShared));
 	rl_local_buckets = (int32 *) p;
 	p += MAXALIGN(sizeof(int32) * RL_LOCAL_PARTITIONS * rl_local->nbuckets);
 	rl_local_entries = (RlLocalEntry *) p;
 	p += sizeof(RlLocalEntry) * RL_LOCAL_PARTITIONS * rl_local->per_part;
-	rl_local_logs = (RlLocalLog *) p;
+	rl_local_log_startup();
 	if (!found)
 	{
 		int32		per_part = rl_local->per_part;
@@ -165,9 +156,6 @@ rl_local_startup(void)
 			rl_local->part[part].free = base;
 			rl_local->part[part].used = 0;
 		}
-		for (int i = 0; i < rl_local->nlogs; i++)
-			rl_local_logs[i].next = i + 1 < rl_local->nlogs ? i + 1 : -1;
-		rl_local->log_free = 0;
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -263,19 +251,6 @@ rl_local_same(const RlLocalEntry *e, const char *key, size_t len, uint64 hash)
 		memcmp(e->key + RL_LOCAL_KEY_PREFIX, &hash2, 8) == 0;
 }
 
-/* Returns a ring to the pool. */
-static void
-rl_local_free_log(RlLocalEntry *e)
-{
-	if (e->log < 0)
-		return;
-	SpinLockAcquire(&rl_local->log_lock);
-	rl_local_logs[e->log].next = rl_local->log_free;
-	rl_local->log_free = e->log;
-	SpinLockRelease(&rl_local->log_lock);
-	e->log = -1;
-}
-
 /* Unlinks an entry from its chain and frees it (partition lock held). */
 void
 rl_local_release(RlLocalEntry *entry, uint64 hash)
@@ -291,16 +266,19 @@ rl_local_release(RlLocalEntry *entry, uint64 hash)
 	if (*link != idx)
 		return;
 	*link = entry->next;
-	rl_local_free_log(entry);
+	rl_local_log_free(entry);
 	entry->valid = false;
 	entry->next = rl_local->part[part].free;
 	rl_local->part[part].free = idx;
 	rl_local->part[part].used--;
 }
 
-/* Frees every entry of the partition whose TTL has passed at now. */
+/*
+ * Frees every entry of the partition whose TTL has passed at now, but
+ * those in keep (entries the running call has found already).
+ */
 static void
-rl_local_reclaim(int part, double now)
+rl_local_reclaim(int part, double now, RlLocalEntry *const *keep, int nkeep)
 {
 	int32	   *bucket = &rl_local_buckets[part * rl_local->nbuckets];
 
@@ -313,7 +291,11 @@ rl_local_reclaim(int part, double now)
 			RlLocalEntry *e = &rl_local_entries[idx];
 			int32		next = e->next;
 
-			if (e->valid && (double) e->expires_at <= now)
+			bool		kept = false;
+
+			for (int k = 0; k < nkeep && !kept; k++)
+				kept = keep[k] == e;
+			if (e->valid && (double) e->expires_at <= now && !kept)
 				rl_local_release(e, e->hash);
 			idx = next;
 		}
@@ -324,11 +306,12 @@ rl_local_reclaim(int part, double now)
  * The entry of a key (its partition locked), or NULL.  With reserve, a
  * missing key gets a new entry holding no state yet (valid false: the
  * caller writes it, or releases it); *full is set when there is no room,
- * after the partition's expired entries were reclaimed.
+ * after the partition's expired entries (but those in keep) were
+ * reclaimed.
  */
 RlLocalEntry *
 rl_local_find(const char *key, size_t len, uint64 hash, double now,
-			  bool reserve, bool *full)
+			  bool reserve, bool *full, RlLocalEntry *const *keep, int nkeep)
 {
 	int			part = rl_local_partition(hash);
 	int32	   *bucket = &rl_local_buckets[part * rl_local->nbuckets +
@@ -346,7 +329,7 @@ rl_local_find(const char *key, size_t len, uint64 hash, double now,
 	if (!reserve)
 		return NULL;
 	if (pt->free == -1)
-		rl_local_reclaim(part, now);
+		rl_local_reclaim(part, now, keep, nkeep);
 	if (pt->free == -1)
 	{
 		*full = true;
@@ -361,7 +344,7 @@ rl_local_find(const char *key, size_t len, uint64 hash, double now,
 	e->valid = false;
 	e->log = -1;
 	e->expires_at = 0;
-	memset(e->st, 0, sizeof(e->st));
+	memset(&e->u, 0, sizeof(e->u));
 	if (len <= RL_LOCAL_KEY_INLINE)
 		memcpy(e->key, key, len);
 	else
@@ -378,29 +361,43 @@ rl_local_find(const char *key, size_t len, uint64 hash, double now,
 }
 
 /*
- * The sliding-log ring of an entry; with create, one is taken from the
- * pool if the entry has none (NULL when the pool is empty).
+ * The sliding logs' pool is empty: frees the expired entries (and their
+ * logs) of every partition whose lock is free now.  A partition locked by
+ * someone, this backend included (its own call's entries), is skipped, so
+ * this never waits and never frees what a running call holds.  True when
+ * a block is free afterwards.
  */
-RlLocalLog *
-rl_local_log(RlLocalEntry *entry, bool create)
+bool
+rl_local_reclaim_others(double now)
 {
-	int32		idx;
+	for (int part = 0; part < RL_LOCAL_PARTITIONS; part++)
+	{
+		LWLock	   *lock = &rl_local_locks[part].lock;
 
-	if (entry->log >= 0)
-		return &rl_local_logs[entry->log];
-	if (!create)
-		return NULL;
-	SpinLockAcquire(&rl_local->log_lock);
-	idx = rl_local->log_free;
-	if (idx != -1)
-		rl_local->log_free = rl_local_logs[idx].next;
-	SpinLockRelease(&rl_local->log_lock);
-	if (idx == -1)
-		return NULL;
-	entry->log = idx;
-	rl_local_logs[idx].head = 0;
-	rl_local_logs[idx].count = 0;
-	return &rl_local_logs[idx];
+		if (!LWLockConditionalAcquire(lock, LW_EXCLUSIVE))
+			continue;
+		rl_local_reclaim(part, now, NULL, 0);
+		LWLockRelease(lock);
+		if (rl_local_log_any_free())
+			return true;
+	}
+	return rl_local_log_any_free();
+}
+
+/* The setting whose room ran out, and why, for the messages. */
+const char *
+rl_local_room_setting(RlLocalRoom why)
+{
+	return why == RL_ROOM_NO_LOG ? "ratelimit.local_log_entries" :
+		"ratelimit.local_max_entries";
+}
+
+const char *
+rl_local_room_detail(RlLocalRoom why)
+{
+	return why == RL_ROOM_NO_LOG ?
+		_("Every block of the local engine's pool of sliding-log calls holds calls of a limiter whose state has not expired.") :
+		_("Every entry of the limiter's partition of the local engine's table holds a limiter whose state has not expired.");
 }
 
 /*
@@ -408,7 +405,7 @@ rl_local_log(RlLocalEntry *entry, bool create)
  * per backend; the failure is counted for rl_status() every time.
  */
 void
-rl_local_full_warning(void)
+rl_local_full_warning(RlLocalRoom why)
 {
 	static TimestampTz last = 0;
 	static int64 unwarned = 0;
@@ -422,14 +419,17 @@ rl_local_full_warning(void)
 	}
 	ereport(WARNING,
 			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-			 errmsg("ratelimit.local_max_entries is full; %s",
+			 errmsg("%s is full; %s", rl_local_room_setting(why),
 					rl_failure_mode == RL_FAIL_LOCAL ?
-					"calls that need a new entry are denied" : rl_policy_words()),
-			 errdetail("Every entry of the limiter's partition of the local engine's table holds a limiter whose state has not expired."),
+					(why == RL_ROOM_NO_LOG ?
+					 "calls that need more room are denied" :
+					 "calls that need a new entry are denied") :
+					rl_policy_words()),
+			 errdetail_internal("%s", rl_local_room_detail(why)),
 			 unwarned > 0 ?
-			 errhint("%lld further refusals were not reported. Raise ratelimit.local_max_entries (a restart is needed).",
-					 (long long) unwarned) :
-			 errhint("Raise ratelimit.local_max_entries (a restart is needed).")));
+			 errhint("%lld further refusals were not reported. Raise %s (a restart is needed).",
+					 (long long) unwarned, rl_local_room_setting(why)) :
+			 errhint("Raise %s (a restart is needed).", rl_local_room_setting(why))));
 	last = now;
 	unwarned = 0;
 }

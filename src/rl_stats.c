@@ -56,7 +56,7 @@ PG_FUNCTION_INFO_V1(rl_stats_reset);
 #define RL_RTT_BUCKETS		(RL_RTT_LAST + 1)
 
 /* The columns of rl_stats(). */
-#define RL_STATS_COLS		(18 + RL_NUM_FAIL_REASONS)
+#define RL_STATS_COLS		(19 + RL_NUM_FAIL_REASONS)
 
 typedef struct RlStatsSlot
 {
@@ -370,6 +370,7 @@ rl_stats(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum(c->cached);
 	values[i++] = Int64GetDatum(c->fail_open);
 	values[i++] = Int64GetDatum(c->fail_closed);
+	values[i++] = Int64GetDatum(c->fail_local);
 	values[i++] = Int64GetDatum(c->failures);
 	for (int r = 0; r < RL_NUM_FAIL_REASONS; r++)
 		values[i++] = Int64GetDatum(c->failed[r]);

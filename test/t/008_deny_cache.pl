@@ -8,7 +8,7 @@
 # the call goes to Redis again and is admitted.  An rl_reset in any
 # backend of the server drops every backend's cached denials.  A cached
 # denial answers only the same cost, and none survives a change of the
-# Redis endpoint.  In shadow mode a cached denial lets the call through.
+# Redis endpoint or of ratelimit.engine.  In shadow mode a cached denial lets the call through.
 
 use strict;
 use warnings;
@@ -169,6 +169,23 @@ ok($wait3 > $wait1 + 1000,
 		my ($p) = rl_run($s, 'SHOW ratelimit.redis_port');
 		return $p eq $redis->port;
 	}, 10);
+}
+
+# The local engine's limiters are other limiters too: a denial cached
+# under one engine does not answer for the other, either way.
+{
+	flood($s, 'engine', 10);
+	my ($denied) = rl_run($s, "SELECT allowed FROM rl_allow('engine', 'gcra', 5, '3 seconds')");
+	is($denied, 'f', 'denied, and cached, on Redis');
+	my ($allowed) = rl_run($s, "SET ratelimit.engine = local;\n"
+		  . "SELECT allowed FROM rl_allow('engine', 'gcra', 5, '3 seconds')");
+	is($allowed, 't', 'on the local engine the key is its own: the cached Redis denial does not answer');
+	flood($s, 'engine2', 10);
+	($denied) = rl_run($s, "SELECT allowed FROM rl_allow('engine2', 'gcra', 5, '3 seconds')");
+	is($denied, 'f', 'denied, and cached, on the local engine');
+	($allowed) = rl_run($s, "RESET ratelimit.engine;\n"
+		  . "SELECT allowed FROM rl_allow('engine2', 'gcra', 5, '3 seconds')");
+	is($allowed, 't', 'back on Redis the key is Redis\'s to answer, not the cached local denial');
 }
 
 # Ordinary roles cannot turn it on or off.

@@ -123,8 +123,8 @@ for my $i (1 .. 36)
 	my $W = pick(@WINDOWS);
 	push @limiters, [ $algo, $L, $W, "d:$seed:$i" ];
 }
-# Full sliding logs (the local engine's ring holds 128 calls): many calls
-# per window, clock steps back, the oldest members pruned as Redis does.
+# Full sliding logs: many calls per window, clock steps back, the oldest
+# members pruned as Redis does (section 4 has the large ones).
 push @limiters, [ 'sliding_log', 128, 1_000_000, "d:$seed:ring1", 500 ];
 push @limiters, [ 'sliding_log', 100, 20_000, "d:$seed:ring2", 300 ];
 for my $lim (@limiters)
@@ -265,6 +265,59 @@ for my $k (1 .. 18)
 }
 is($bad - $bad_before, 0,
 	'bursts: ' . ($steps - $before) . ' calls, every row equal');
+
+# 5. Large sliding logs, limits 1000 and 5000 (the local engine chains
+# their members over many blocks of its pool): enough calls to fill them
+# and more, members leaving in bulk (more than the 64 a call drops),
+# clock steps back, and large costs whose wait is searched through the
+# log.  The calls go 250 to a round trip; a window of a minute keeps
+# every Redis TTL far from running out meanwhile.
+$before = $steps;
+$bad_before = $bad;
+for my $big ([ 1000, 3000 ], [ 5000, 9000 ])
+{
+	my ($L, $n) = @$big;
+	my $W = 60_000_000;
+	my $key = "big:$seed:$L";
+	my $rkey = "rl:{$dboid:$key}:sliding_log";
+	my $now = 1_700_000_000_000_000 + rnd(1_000_000_000) * 1000;
+	my $step = int($W / $L);
+	my @calls;
+	for my $i (1 .. $n)
+	{
+		my $r = rand();
+		if    ($r < 0.75) { $now += rnd(2 * $step) }
+		elsif ($r < 0.90) { }
+		elsif ($r < 0.97) { $now += rnd(int($W / 3)) }
+		else { $now -= rnd(int($W / 4)) + 1; $seen{back}++ }
+		my $c = rand() < 0.9 ? 1 : 1 + rnd(int($L / 10));
+		my $call = rand() < 0.05
+		  ? "rl_peek('$key', 'sliding_log', $L, '$W microseconds')"
+		  : "rl_allow('$key', 'sliding_log', $L, '$W microseconds', $c)";
+		push @calls,
+		  "SET ratelimit.test_clock_ms = '" . clock_text($now) . "';\n"
+		  . "SELECT allowed, remaining, retry_after_ms, reset_after_ms FROM $call;\n";
+	}
+	while (@calls)
+	{
+		my $sql = join('', splice(@calls, 0, 250));
+		my ($out, $err) = rl_run($s,
+			"SET ratelimit.engine = redis;\n$sql\\echo ====\n"
+			  . "SET ratelimit.engine = local;\n$sql");
+		die "error: $err" if $err =~ /ERROR/;
+		my ($r, $l) = split /^====\n?/m, $out, 2;
+		my @r = split /\n/, $r // '';
+		my @l = split /\n/, $l // '';
+		die 'chunk: ' . scalar(@r) . ' rows on Redis, ' . scalar(@l) . ' local'
+		  unless @r == @l;
+		compare("sliding_log $L, row $_ of a chunk", $r[$_], $l[$_]) for 0 .. $#r;
+		settle($rkey => "SELECT rl_reset('$key', 'sliding_log')");
+	}
+	my ($members) = $redis->cmd('ZCARD', $rkey);
+	note "sliding_log $L: $members members in Redis at the end";
+}
+is($bad - $bad_before, 0,
+	'large sliding logs: ' . ($steps - $before) . ' calls, every row equal');
 
 note "$steps comparisons ($seen{allowed} allowed, $seen{denied} denied rows, "
   . "$seen{back} clock steps back), $expired keys Redis expired before they "

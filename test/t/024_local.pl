@@ -10,6 +10,8 @@
 #   - the table full: the documented refusal (WARNING and the policy, or
 #     ERROR 53400 under failure_mode = error), never a silent admission,
 #     and expired entries reclaimed;
+#   - the sliding logs' pool full (a server of its own): the same refusal,
+#     denials still exact, rl_reset and expiry giving blocks back;
 #   - READ ONLY transactions and a hot standby (streaming replica);
 #   - a backend killed with SIGKILL while it holds a partition's lock: the
 #     crash restart reinitialises the table, nothing stays wedged;
@@ -79,7 +81,7 @@ for my $n (32, 64)
 {
 	for my $algo (@ALGOS)
 	{
-		my $L = $algo eq 'sliding_log' ? 128 : 1000;
+		my $L = 1000;
 		my $key = "hot:$n:$algo";
 		my @got = parallel($n,
 			"SELECT count(*) FILTER (WHERE allowed) FROM generate_series(1, 60) g, "
@@ -282,6 +284,12 @@ is($o, 'true:2,true:1,true:0,false:0',
 like($err, qr/calls are answered by this server's local engine/, 'the WARNING says so');
 ($o) = rl_run($r, "SELECT fail_open, fail_closed, failures > 0 FROM rl_status()");
 is($o, '0|0|t', 'no open or closed policy answer, the failure is counted');
+# A sliding log of 1000 per hour during the outage, exactly.
+($o, $err) = rl_run($r, "SELECT count(*) FILTER (WHERE allowed), min(remaining) "
+	  . "FROM generate_series(1, 1100) g, LATERAL rl_allow('fo:log', 'sliding_log', 1000, '1 hour', 1 + 0 * g)");
+is($o, '1000|0', 'a sliding log of 1000 admits exactly 1000 of 1100 from the local engine');
+($o) = rl_run($r, 'SELECT fail_local, fail_open, fail_closed FROM rl_stats');
+is($o, '1104|0|0', 'rl_stats counts the 1104 answers of the local engine as fail_local');
 $redis->start;
 usleep(150_000);
 ($o) = rl_run($r, "SELECT allowed, remaining FROM rl_allow('fo2', 'fixed_window', 3, '1 hour')");
@@ -291,4 +299,57 @@ is($redis->cmd('EXISTS', "rl:{$dboid:fo2}:fixed_window"), 1, 'the key is in Redi
 $r->quit;
 $rnode->stop;
 $node->stop;
+
+# 8. The sliding logs' pool full.  1024 members are 32 blocks of 32; a
+# log takes a block per 32 members it holds.
+my $pnode = PostgreSQL::Test::Cluster->new('c024p');
+$pnode->init;
+$pnode->append_conf(
+	'postgresql.conf', q{
+shared_preload_libraries = 'ratelimit'
+ratelimit.engine = local
+ratelimit.redis_port = 1
+ratelimit.failure_mode = closed
+ratelimit.local_log_entries = 1024
+});
+$pnode->start;
+$pnode->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
+my $p = rl_session($pnode);
+rl_run($p, "SET ratelimit.test_clock_ms = $T0");
+my $pfill = "SELECT count(*) FILTER (WHERE allowed), count(*) FILTER (WHERE NOT allowed AND remaining IS NOT NULL), "
+  . "count(*) FILTER (WHERE remaining IS NULL) FROM generate_series(1, 2000) g, "
+  . "LATERAL rl_allow('pool:big', 'sliding_log', 100000, '1 hour', 1 + 0 * g)";
+($o) = rl_run($p, "SELECT count(*) FILTER (WHERE allowed) FROM generate_series(1, 3) g, "
+	  . "LATERAL rl_allow('pool:small', 'sliding_log', 3, '1 hour', 1 + 0 * g)");
+is($o, 3, 'a small log: one block');
+($o, $err) = rl_run($p, $pfill);
+is($o, '992|0|1008', 'pool full: 992 calls (31 blocks) admitted, the other 1008 get the policy answer');
+like($err, qr/WARNING:  (?:53400: )?ratelimit.local_log_entries is full; calls are denied/,
+	'a WARNING says the pool is full and what the calls get');
+($o) = rl_run($p, "SELECT allowed, remaining FROM rl_allow('pool:small', 'sliding_log', 3, '1 hour')");
+is($o, 'f|0', 'a denial needs no room: still exact');
+($o) = rl_run($p, "SELECT allowed, remaining FROM rl_peek('pool:big', 'sliding_log', 100000, '1 hour')");
+is($o, 't|99008', 'a peek counts the 992 calls');
+($o) = rl_run($p, "SELECT allowed, remaining FROM rl_allow('pool:gcra', 'gcra', 3, '1 hour')");
+is($o, 't|2', 'other algorithms need no block');
+($o) = rl_run($p, "SELECT allowed, remaining IS NULL FROM rl_allow('pool:new', 'sliding_log', 3, '1 hour')");
+is($o, 'f|t', 'a new log gets the policy answer (closed: denied, remaining NULL)');
+($o, $err) = rl_run($p, "SET ratelimit.failure_mode = error;\n"
+	  . "SELECT * FROM rl_allow('pool:new', 'sliding_log', 3, '1 hour')");
+like($err, qr/ERROR:  53400: ratelimit.local_log_entries is full/,
+	'under failure_mode = error it is ERROR 53400');
+($o) = rl_run($p, "SET ratelimit.failure_mode = closed;\n"
+	  . "SELECT rl_reset('pool:big', 'sliding_log'), "
+	  . "(rl_allow('pool:new', 'sliding_log', 3, '1 hour')).remaining");
+is($o, 't|2', 'rl_reset gives the blocks back');
+($o) = rl_run($p, $pfill);
+is($o, '960|0|1040', 'the pool fills again (30 blocks)');
+($o) = rl_run($p, "SET ratelimit.test_clock_ms = " . ($T0 + 7_200_000) . ";\n"
+	  . "SELECT count(*) FILTER (WHERE allowed) FROM generate_series(1, 2000) g, "
+	  . "LATERAL rl_allow('pool:later', 'sliding_log', 100000, '1 hour', 1 + 0 * g)");
+is($o, 1024, 'two hours later every log has expired: its blocks are reclaimed');
+($o) = rl_run($p, 'SELECT failures > 0 FROM rl_status()');
+is($o, 't', 'the refusals are counted as failures');
+$p->quit;
+$pnode->stop;
 done_testing();
