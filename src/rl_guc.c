@@ -436,18 +436,19 @@ rl_define_settings(void)
 								NULL,
 								NULL);
 
-	DefineCustomIntVariable("ratelimit.local_log_entries",
-							"Sliding-log calls the local engine's shared pool holds, over all keys.",
-							"Fixed at server start; 16 bytes of shared memory each, taken in blocks of 32 per log.",
-							&rl_local_log_entries,
-							262144,
-							RL_LOCAL_LOG_BLOCK,
-							INT_MAX / 2,
-							PGC_POSTMASTER,
-							0,
-							NULL,
-							NULL,
-							NULL);
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("ratelimit.local_log_entries",
+								"Sliding-log calls the local engine's shared pool holds, over all keys.",
+								"Fixed at server start; 16 bytes of shared memory each, taken in blocks of 32 per log.",
+								&rl_local_log_entries,
+								262144,
+								RL_LOCAL_LOG_BLOCK,
+								INT_MAX / 2,
+								PGC_POSTMASTER,
+								0,
+								NULL,
+								NULL,
+								NULL);
 
 	DefineCustomEnumVariable("ratelimit.failure_mode",
 							 "Answer given while Redis is unavailable: open, closed, error or local.",

@@ -117,7 +117,7 @@ sub redis_key
 	$node->reload;
 	my @got = map { take($_, 'shared') } @dbs;
 	count_is("@got", '4 3 2', 'shared: the databases count one limiter together');
-	is($redis->cmd('HGET', redis_key('all', 'shared'), 'n'), 3,
+	is($redis->fw_used(redis_key('all', 'shared')), 3,
 		'shared: one Redis key in the "all" namespace holds all three calls');
 	$node->safe_psql('postgres',
 		"LOAD 'ratelimit'; ALTER SYSTEM RESET ratelimit.isolate_databases");
