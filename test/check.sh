@@ -39,9 +39,10 @@ RL_CHECK_PG_PORT=${RL_CHECK_PG_PORT:-54399}
 RL_PGXS_DIR=/usr/lib/postgresql/15/lib/pgxs
 RL_PG_REGRESS=$RL_PGXS_DIR/src/test/regress/pg_regress
 RL_TAP_LIB=$RL_PGXS_DIR/src/test/perl
-# Safety nets only, well inside 15 minutes; a normal run takes about one.
+# Safety nets only: a normal run's TAP suites take about 430 s plus the
+# soak (RL_SOAK_SECONDS, 30 s by default), so the net grows with the soak.
 RL_REGRESS_TIMEOUT=180
-RL_TAP_TIMEOUT=540
+RL_TAP_TIMEOUT=$((720 + ${RL_SOAK_SECONDS:-30}))
 
 RL_SUITES=()			# "name passed failed", one per suite
 # RL_ONLY="basic 005_property ...": run only the named suites (pg_regress
