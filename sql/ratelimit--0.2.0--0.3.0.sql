@@ -10,69 +10,32 @@
 -- Cluster counters in rl_status (issue 12): redirects (MOVED and ASK
 -- replies followed) and map_refreshes (cluster slot maps fetched).  New
 -- OUT columns change the row type, which CREATE OR REPLACE cannot, so
--- the function is dropped and created again.  The grants an
--- administrator made on it (README: monitoring roles are granted
--- rl_status) are read first and made again; pg_init_privs keeps the
--- privileges this script sets, so pg_dump still sees those grants as
--- the administrator's own.
-DO $rl_status$
-DECLARE
-	g record;
-	grants text[] := '{}';
-	initial aclitem[];
-BEGIN
-	FOR g IN
-		SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC'
-					ELSE quote_ident(r.rolname) END AS grantee,
-			   a.is_grantable
-		FROM pg_catalog.pg_proc p,
-			 LATERAL pg_catalog.aclexplode(p.proacl) a
-			 LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
-		WHERE p.oid = 'rl_status()'::pg_catalog.regprocedure
-		  AND a.grantee <> p.proowner
-		  AND a.privilege_type = 'EXECUTE'
-	LOOP
-		grants := grants || (g.grantee ||
-							 CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
-	END LOOP;
-
-	DROP FUNCTION rl_status();
-	CREATE FUNCTION rl_status(
-		OUT endpoint text,
-		OUT connected boolean,
-		OUT server_version text,
-		OUT last_error text,
-		OUT last_error_at timestamptz,
-		OUT calls bigint,
-		OUT allowed bigint,
-		OUT denied bigint,
-		OUT fail_open bigint,
-		OUT fail_closed bigint,
-		OUT failures bigint,
-		OUT connects bigint,
-		OUT script_loads bigint,
-		OUT cached bigint,
-		OUT redirects bigint,
-		OUT map_refreshes bigint)
-	RETURNS record
-	AS 'MODULE_PATHNAME', 'rl_status'
-	LANGUAGE C VOLATILE PARALLEL UNSAFE;
-	REVOKE EXECUTE ON FUNCTION rl_status() FROM PUBLIC;
-
-	SELECT p.proacl INTO initial FROM pg_catalog.pg_proc p
-	WHERE p.oid = 'rl_status()'::pg_catalog.regprocedure;
-	FOR i IN 1 .. coalesce(array_length(grants, 1), 0)
-	LOOP
-		EXECUTE 'GRANT EXECUTE ON FUNCTION rl_status() TO ' || grants[i];
-	END LOOP;
-	IF array_length(grants, 1) > 0 THEN
-		UPDATE pg_catalog.pg_init_privs SET initprivs = initial
-		WHERE objoid = 'rl_status()'::pg_catalog.regprocedure
-		  AND classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass
-		  AND objsubid = 0;
-	END IF;
-END
-$rl_status$;
+-- the old function is renamed and a new one created; the grants an
+-- administrator made on the old one (README: monitoring roles are
+-- granted rl_status) are copied with the burst functions' below, and the
+-- old one is dropped there.
+ALTER FUNCTION rl_status() RENAME TO rl_status_before_counters;
+CREATE FUNCTION rl_status(
+	OUT endpoint text,
+	OUT connected boolean,
+	OUT server_version text,
+	OUT last_error text,
+	OUT last_error_at timestamptz,
+	OUT calls bigint,
+	OUT allowed bigint,
+	OUT denied bigint,
+	OUT fail_open bigint,
+	OUT fail_closed bigint,
+	OUT failures bigint,
+	OUT connects bigint,
+	OUT script_loads bigint,
+	OUT cached bigint,
+	OUT redirects bigint,
+	OUT map_refreshes bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rl_status'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE EXECUTE ON FUNCTION rl_status() FROM PUBLIC;
 
 -- Server-wide statistics (issue 14)
 --
@@ -237,7 +200,7 @@ REVOKE EXECUTE ON FUNCTION
 	rl_reset_layered(text, rl_burst_rule[])
 FROM PUBLIC;
 
--- The old functions' grants, copied.  GRANT in an extension script also
+-- The old functions' grants (the five above and rl_status), copied.  GRANT in an extension script also
 -- records the grant as the function's initial privilege (pg_init_privs),
 -- which pg_dump would then leave out of a dump; the initial privileges
 -- are set back to the ones this script gave, as a fresh install has them.
@@ -259,7 +222,8 @@ BEGIN
 			('rl_allow_many_before_burst(text[], text, bigint, interval, bigint[])',
 			 'rl_allow_many(text[], text, bigint, interval, bigint[], bigint)'),
 			('rl_postgrest_guard_before_burst(text, bigint, interval, text)',
-			 'rl_postgrest_guard(text, bigint, interval, text, bigint)')
+			 'rl_postgrest_guard(text, bigint, interval, text, bigint)'),
+			('rl_status_before_counters()', 'rl_status()')
 		) AS v(old, new)
 	LOOP
 		SELECT initprivs INTO init FROM pg_init_privs
@@ -290,6 +254,7 @@ DROP FUNCTION rl_peek_before_burst(text, text, bigint, interval);
 DROP FUNCTION rl_allow_many_before_burst(text[], text, bigint, interval, bigint);
 DROP FUNCTION rl_allow_many_before_burst(text[], text, bigint, interval, bigint[]);
 DROP FUNCTION rl_postgrest_guard_before_burst(text, bigint, interval, text);
+DROP FUNCTION rl_status_before_counters();
 
 -- rl_acquire (issue 14)
 --
