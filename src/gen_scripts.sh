@@ -51,11 +51,13 @@ emit layered
 # the library and its functions are named by the SHA1 of the code:
 # servers of two versions sharing a Redis each load their own library,
 # and never replace the other's.
-if [ "$only" = library ]; then
-	for a in $algorithms; do
-		cat "$dir/$a.lua"
-	done | cat "$dir/common.lua" - "$dir/allow.lua" "$dir/layered.lua" > "$tmp"
-	id=$(sha1sum "$tmp" | cut -c1-12)
+for a in $algorithms; do
+	cat "$dir/$a.lua"
+done | cat "$dir/common.lua" - "$dir/allow.lua" "$dir/layered.lua" > "$tmp"
+id=$(sha1sum "$tmp" | cut -c1-12)
+lib=$(mktemp)
+trap 'rm -f "$tmp" "$lib"' EXIT
+{
 	printf '#!lua name=ratelimit_%s\n' "$id"
 	# A library is loaded where math and string are not yet there: its
 	# functions find them as globals when they run.
@@ -65,6 +67,18 @@ if [ "$only" = library ]; then
 		printf "redis.register_function('rl_%s_%s', function(keys, argv) return rl_allow(keys, argv, %s) end)\n" "$id" "$a" "$a"
 	done
 	printf "redis.register_function('rl_%s_layered', rl_layered)\n" "$id"
+} > "$lib"
+if [ "$only" = library ]; then
+	cat "$lib"
+	exit 0
 fi
 [ -z "$only" ] && echo "};"
+if [ -z "$only" ]; then
+	echo
+	echo "/* The library FUNCTION LOAD sends, and its functions' prefix. */"
+	printf '#define RL_FUNCTION_PREFIX "rl_%s_"\n' "$id"
+	echo "static const char rl_library_text[] ="
+	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t"/' -e 's/$/\\n"/' "$lib"
+	echo ";"
+fi
 exit 0

@@ -96,6 +96,7 @@ struct RlNode
 	TimestampTz last_warning;
 	int64		unwarned;
 	char		server_version[32];
+	RlNodeScripts scripts;		/* what it lost or refuses (rl_scripts.c) */
 	instr_time	sent_at;		/* the round trip out, for rl_stats_rtt */
 
 	bool		sentinel;		/* a Redis Sentinel, asked for the master */
@@ -1244,6 +1245,31 @@ rl_link_is_stale(RlNode *node)
 	return !rl_link_idle_ok(node->ctx, node->ssl);	/* EOF, an error, or stray bytes */
 }
 
+/*
+ * Where rl_scripts.c keeps what the node lost (a script, the library) or
+ * refuses (Functions): it outlives a reconnect, since the server is the
+ * same, and is cleared when the settings change (and with the node).
+ */
+RlNodeScripts *
+rl_node_scripts(RlNode *node)
+{
+	return &node->scripts;
+}
+
+/*
+ * True when the node may have Functions: Redis 7.0 or later, or a version
+ * not known (INFO refused by the ACL, as README's least-privilege line
+ * does), and neither the ACL nor the server has refused them.  An older
+ * server answers the first FCALL "unknown command" (it did not run), and
+ * EVALSHA serves from then on.
+ */
+bool
+rl_node_has_functions(const RlNode *node)
+{
+	return !node->scripts.functions_refused &&
+		(node->server_version[0] == '\0' || atoi(node->server_version) >= 7);
+}
+
 /* Pulls "redis_version:x.y.z" out of an INFO server reply. */
 static void
 rl_parse_version(RlNode *node, const char *info)
@@ -1638,6 +1664,7 @@ rl_conn_begin(void)
 		rl_node_set_address(rl_nodes[0], NULL, 0);
 		rl_sentinel_reset();
 		rl_nodes[0]->retry_at = 0;
+		memset(&rl_nodes[0]->scripts, 0, sizeof(RlNodeScripts));
 		if (rl_conn_signature != NULL)
 			pfree(rl_conn_signature);
 		rl_conn_signature = MemoryContextStrdup(TopMemoryContext, signature);

@@ -30,6 +30,17 @@ typedef struct RlCommand
 /* One Redis server this backend talks to (rl_conn.c). */
 typedef struct RlNode RlNode;
 
+/*
+ * What one node lost or refuses of the scripts (rl_scripts.c): the next
+ * pipeline to it loads them first, once per node, not once per call.
+ */
+typedef struct RlNodeScripts
+{
+	bool		functions_refused;	/* the ACL refused FCALL or FUNCTION LOAD */
+	bool		needs_library;	/* FCALL answered "Function not found" */
+	uint32		needs_scripts;	/* bit per script: EVALSHA answered NOSCRIPT */
+} RlNodeScripts;
+
 /* Cluster nodes one backend may know at a time. */
 #define RL_MAX_NODES	64
 
@@ -38,6 +49,8 @@ extern bool rl_conn_ready(void);
 extern RlNode *rl_standalone_node(void);
 extern RlNode *rl_node_lookup(const char *host, int port);
 extern bool rl_node_ready(RlNode *node);
+extern RlNodeScripts *rl_node_scripts(RlNode *node);
+extern bool rl_node_has_functions(const RlNode *node);
 extern bool rl_node_roundtrip(RlNode *node, RlCommand *cmds, int n,
 							  redisReply **replies, TimestampTz deadline,
 							  bool flush_wal);

@@ -1,14 +1,30 @@
 /*-------------------------------------------------------------------------
  *
  * rl_scripts.c
- *	  Running the embedded Lua scripts with EVALSHA.
+ *	  Running the embedded Lua scripts with FCALL or EVALSHA.
  *
  * The scripts are compiled into the library (rl_scripts_gen.h, made from
- * lua/ at build time) together with their SHA1s, so a call is a single
- * EVALSHA and never a per-call SCRIPT LOAD.  Redis forgets scripts on
- * restart, fail-over and SCRIPT FLUSH; a NOSCRIPT reply means the script
- * did not run, so exactly those calls are sent once more as EVAL, which
- * also puts the script back in the cache.
+ * lua/ at build time) together with their SHA1s, and as one Redis
+ * Functions library named by the SHA1 of its code (ratelimit_<id>, its
+ * functions rl_<id>_<script>: two versions of the extension sharing a
+ * Redis each have their own, and neither replaces the other's).  A call
+ * is one FCALL where the node has Functions (Redis 7.0 or later; the
+ * functions are made once, at load, not on every call as a script's
+ * are: 1.5 to 3 us less Redis time per check), else one EVALSHA; never a
+ * per-call load.
+ *
+ * What Redis lost comes back once per node, not once per call, in the
+ * next round trip to it: "Function not found" (a FUNCTION FLUSH, or a
+ * restart without persistence) puts FUNCTION LOAD ahead of the calls sent
+ * again; NOSCRIPT (restart, fail-over, SCRIPT FLUSH) sends the first of
+ * them of each script as EVAL, which puts it back in the cache for the
+ * EVALSHAs behind it.  Both replies prove the call did not run, so it
+ * may be sent again.  A FUNCTION LOAD answered "already exists" found the
+ * library another backend loaded first; one the ACL refuses (or an FCALL
+ * it refuses, which did not run either) makes that node use EVALSHA until
+ * the settings change.  Functions replicate to replicas and persist with
+ * the data, so a promoted replica or a restarted server normally has the
+ * library.
  *
  * Replies are sorted into two classes.  Unavailable (BUSY, LOADING, OOM,
  * READONLY, NOREPLICAS, MISCONF ...) is Redis's state, answered by the
@@ -23,8 +39,9 @@
  * followed, in the same call: MOVED (resend where it says, and fix the
  * slot map), ASK (ASKING and the command, once, to the node it names),
  * TRYAGAIN (the same node after 10 ms, at most 3 times; then the policy
- * answers those keys, and the node goes on serving the others), NOSCRIPT (as
- * EVAL) and READONLY (a demoted master: fetch the map, resend), at most
+ * answers those keys, and the node goes on serving the others), NOSCRIPT
+ * and "Function not found" (the same node, once what it lost is loaded)
+ * and READONLY (a demoted master: fetch the map, resend), at most
  * RL_CLUSTER_MAX_HOPS times per command.  A command whose reply never
  * came (timeout, cancel, broken link) is never sent again: its node's link
  * is dropped and its keys get the policy's answer; the other nodes'
@@ -57,6 +74,15 @@ typedef struct RlScriptSource
 } RlScriptSource;
 
 #include "rl_scripts_gen.h"
+
+/* Most round trips one call takes for what a node lost (see above). */
+#define RL_RELOAD_PASSES	3
+
+/* FCALL's function names: RL_FUNCTION_PREFIX and the script's name. */
+static char rl_function_names[RL_NUM_SCRIPTS][64];
+
+static const char *rl_load_argv[3] = {"FUNCTION", "LOAD", rl_library_text};
+static size_t rl_load_len[3] = {8, 4, sizeof(rl_library_text) - 1};
 
 StaticAssertDecl(lengthof(rl_script_sources) == RL_NUM_SCRIPTS,
 				 "script table does not match the algorithm list");
@@ -133,6 +159,7 @@ static void
 rl_raise_acl_refusal(const char *msg, const RlScriptCall *call)
 {
 	const char *at = strstr(msg, "@user_script:");
+	const char *fn_at = strstr(msg, "@user_function:");
 	const char *quote = strstr(msg, "run the '");
 	char		name[64] = "";
 	int			line = 0;
@@ -155,6 +182,12 @@ rl_raise_acl_refusal(const char *msg, const RlScriptCall *call)
 		rl_script_line_command(rl_script_sources[call->script].text, line,
 							   name, sizeof(name));
 	}
+	else if (fn_at != NULL && call != NULL)
+	{
+		/* Under FCALL the line is the library's. */
+		line = atoi(fn_at + strlen("@user_function:"));
+		rl_script_line_command(rl_library_text, line, name, sizeof(name));
+	}
 	else if (quote != NULL)
 	{
 		quote += strlen("run the '");
@@ -167,6 +200,10 @@ rl_raise_acl_refusal(const char *msg, const RlScriptCall *call)
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+			 line > 0 && fn_at != NULL ?
+			 errmsg("the Redis user may not run %s, which line %d of the function library calls (for %s)",
+					name[0] ? name : "a command", line,
+					rl_script_sources[call->script].name) :
 			 line > 0 ?
 			 errmsg("the Redis user may not run %s, which line %d of the %s script calls",
 					name[0] ? name : "a command", line,
@@ -194,24 +231,160 @@ rl_script_call_set(RlScriptCall *call, int i, const char *value)
 	call->paramlen[i] = strlen(value);
 }
 
-/* EVALSHA sha numkeys params..., or EVAL text numkeys params... */
+/* verb what numkeys params...: FCALL, EVALSHA or EVAL. */
 static void
-rl_build_eval(RlCommand *cmd, RlScriptCall *call, bool by_text, char *numkeys)
+rl_build_form(RlCommand *cmd, RlScriptCall *call, const char *verb,
+			  const char *what, char *numkeys)
 {
-	const RlScriptSource *src = &rl_script_sources[call->script];
 	int			argc = call->nparams + 3;
 
 	cmd->argc = argc;
 	cmd->argv = palloc(sizeof(char *) * argc);
 	cmd->argvlen = palloc(sizeof(size_t) * argc);
-	cmd->argv[0] = by_text ? "EVAL" : "EVALSHA";
-	cmd->argv[1] = by_text ? src->text : src->sha1;
+	cmd->argv[0] = verb;
+	cmd->argv[1] = what;
 	snprintf(numkeys, 12, "%d", call->nkeys);
 	cmd->argv[2] = numkeys;
 	for (int i = 0; i < 3; i++)
 		cmd->argvlen[i] = strlen(cmd->argv[i]);
 	memcpy(cmd->argv + 3, call->params, sizeof(char *) * call->nparams);
 	memcpy(cmd->argvlen + 3, call->paramlen, sizeof(size_t) * call->nparams);
+}
+
+/*
+ * FCALL function numkeys params..., EVALSHA sha numkeys params..., or EVAL
+ * text numkeys params...: what the node takes (see the file's banner).
+ * An EVAL is one load, counted.
+ */
+static void
+rl_build_eval(RlCommand *cmd, RlScriptCall *call, RlNode *node, char *numkeys)
+{
+	const RlScriptSource *src = &rl_script_sources[call->script];
+	RlNodeScripts *lost = rl_node_scripts(node);
+	uint32		bit = (uint32) 1 << call->script;
+
+	if (rl_node_has_functions(node))
+	{
+		if (rl_function_names[call->script][0] == '\0')
+			snprintf(rl_function_names[call->script],
+					 sizeof(rl_function_names[call->script]), "%s%s",
+					 RL_FUNCTION_PREFIX, src->name);
+		rl_build_form(cmd, call, "FCALL", rl_function_names[call->script],
+					  numkeys);
+	}
+	else if (lost->needs_scripts & bit)
+	{
+		lost->needs_scripts &= ~bit;
+		rl_counters.script_loads++;
+		rl_build_form(cmd, call, "EVAL", src->text, numkeys);
+	}
+	else
+		rl_build_form(cmd, call, "EVALSHA", src->sha1, numkeys);
+}
+
+/*
+ * True when the next pipeline to node must start with FUNCTION LOAD (it
+ * answered "Function not found"); then *cmd is that command.  Once per
+ * node: the calls behind it in the pipeline find the library.
+ */
+static bool
+rl_library_load(RlNode *node, RlCommand *cmd)
+{
+	RlNodeScripts *lost = rl_node_scripts(node);
+
+	if (!lost->needs_library || !rl_node_has_functions(node))
+		return false;
+	lost->needs_library = false;
+	rl_counters.script_loads++;
+	cmd->argc = 3;
+	cmd->argv = rl_load_argv;
+	cmd->argvlen = rl_load_len;
+	return true;
+}
+
+/* No Functions on this node until the settings change: EVAL, then EVALSHA. */
+static void
+rl_refuse_functions(RlNode *node)
+{
+	RlNodeScripts *lost = rl_node_scripts(node);
+
+	lost->functions_refused = true;
+	lost->needs_library = false;
+	lost->needs_scripts = ~(uint32) 0;	/* the first call of each loads it */
+}
+
+/*
+ * Takes FUNCTION LOAD's reply (NULL: it never came).  The library's name,
+ * or "already exists" (another backend loaded it first), is success; the
+ * ACL refusing it, or a server without the command, means EVALSHA for
+ * that node; Redis unable to serve (MISCONF, OOM, READONLY ...) is copied
+ * into unavailable (the calls behind it, which found no function, get the
+ * policy's answer); anything else is tried again with those calls.
+ */
+static void
+rl_library_loaded(RlNode *node, redisReply *r, char *unavailable, size_t len)
+{
+	unavailable[0] = '\0';
+	if (r == NULL || r->type != REDIS_REPLY_ERROR)
+		return;
+	if (strstr(r->str, "already exists") != NULL)
+		return;
+	if (rl_reply_unavailable(r))
+	{
+		strlcpy(unavailable, r->str, len);
+		rl_node_scripts(node)->needs_library = true;
+		return;
+	}
+	if (strncmp(r->str, "NOPERM", 6) == 0 ||
+		strncmp(r->str, "ERR unknown command", 19) == 0)
+	{
+		elog(DEBUG1, "ratelimit: FUNCTION LOAD refused, EVALSHA from now on: %s",
+			 r->str);
+		rl_refuse_functions(node);
+		return;
+	}
+	elog(DEBUG1, "ratelimit: FUNCTION LOAD failed: %s", r->str);
+	rl_node_scripts(node)->needs_library = true;
+}
+
+/*
+ * True when reply r to cmd proves the script call did not run because the
+ * node lacks (or refuses) what cmd needs: NOSCRIPT to EVALSHA, "Function
+ * not found" to FCALL, or FCALL refused by the ACL or unknown to the
+ * server.  What the node lacks is noted, for the next pipeline to it.
+ */
+static bool
+rl_reply_missing(redisReply *r, const RlCommand *cmd,
+				 const RlScriptCall *call, RlNode *node)
+{
+	RlNodeScripts *lost = rl_node_scripts(node);
+
+	if (r == NULL || r->type != REDIS_REPLY_ERROR || call == NULL)
+		return false;
+	if (strcmp(cmd->argv[0], "EVALSHA") == 0)
+	{
+		if (strncmp(r->str, "NOSCRIPT", 8) != 0)
+			return false;
+		lost->needs_scripts |= (uint32) 1 << call->script;
+		return true;
+	}
+	if (strcmp(cmd->argv[0], "FCALL") != 0)
+		return false;
+	if (strncmp(r->str, "ERR Function not found", 22) == 0)
+	{
+		lost->needs_library = true;
+		return true;
+	}
+	/* Redis 6 quotes an unknown command `FCALL`, 7 'FCALL'. */
+	if ((strncmp(r->str, "NOPERM", 6) == 0 && strstr(r->str, "'fcall'") != NULL) ||
+		strncmp(r->str, "ERR unknown command", 19) == 0)
+	{
+		elog(DEBUG1, "ratelimit: FCALL refused, EVALSHA from now on: %s",
+			 r->str);
+		rl_refuse_functions(node);
+		return true;
+	}
+	return false;
 }
 
 /*
@@ -281,51 +454,95 @@ rl_check_replies(redisReply **replies, int n, const RlScriptCall *calls,
 }
 
 /*
- * Resends as EVAL the calls whose scripts Redis no longer knows (NOSCRIPT:
- * they did not run), in one more round trip.  False when that round trip
- * failed (the failure is recorded): those calls lose their replies (NULL,
- * the policy answers them), and the others keep theirs, since Redis ran
- * them.
+ * One round trip to the standalone node with the calls listed in which
+ * (built for it), FUNCTION LOAD ahead of them if it lost the library;
+ * their replies go to replies[which[k]].  False when the round trip
+ * failed (recorded): none came.
  */
 static bool
-rl_resend_missing(RlScriptCall *calls, int n, redisReply **replies,
-				  RlCommand *cmds, char *numkeys, TimestampTz deadline)
+rl_standalone_send(RlNode *node, RlCommand *cmds, const int *which, int m,
+				   redisReply **replies, TimestampTz deadline,
+				   char *unavailable, size_t len)
 {
-	redisReply **again;
-	int			missing = 0;
-	int			j = 0;
+	RlCommand  *send = palloc(sizeof(RlCommand) * (m + 1));
+	redisReply **got = palloc(sizeof(redisReply *) * (m + 1));
+	bool		load = rl_library_load(node, &send[0]);
+	int			first = load ? 1 : 0;
 
-	for (int i = 0; i < n; i++)
+	for (int k = 0; k < m; k++)
+		send[first + k] = cmds[which[k]];
+	if (!rl_conn_roundtrip(send, first + m, got, deadline, true))
 	{
-		if (replies[i]->type == REDIS_REPLY_ERROR &&
-			strncmp(replies[i]->str, "NOSCRIPT", 8) == 0)
-			rl_build_eval(&cmds[missing++], &calls[i], true, numkeys + 12 * i);
-	}
-	if (missing == 0)
-		return true;
-
-	again = palloc(sizeof(redisReply *) * missing);
-	rl_counters.script_loads += missing;
-	if (!rl_conn_roundtrip(cmds, missing, again, deadline, true))
-	{
-		for (int i = 0; i < n; i++)
-		{
-			if (replies[i]->type == REDIS_REPLY_ERROR &&
-				strncmp(replies[i]->str, "NOSCRIPT", 8) == 0)
-			{
-				freeReplyObject(replies[i]);
-				replies[i] = NULL;
-			}
-		}
+		/* Not known to have run: the next call loads it again. */
+		if (load)
+			rl_node_scripts(node)->needs_library = true;
 		return false;
 	}
-	for (int i = 0; i < n; i++)
+	unavailable[0] = '\0';
+	if (load)
 	{
-		if (replies[i]->type == REDIS_REPLY_ERROR &&
-			strncmp(replies[i]->str, "NOSCRIPT", 8) == 0)
+		rl_library_loaded(node, got[0], unavailable, len);
+		freeReplyObject(got[0]);
+	}
+	for (int k = 0; k < m; k++)
+	{
+		redisReply *r = got[first + k];
+
+		/* Behind a load Redis could not do: the policy answers. */
+		if (unavailable[0] != '\0' && r->type == REDIS_REPLY_ERROR &&
+			strncmp(r->str, "ERR Function not found", 22) == 0)
 		{
+			freeReplyObject(r);
+			r = NULL;
+		}
+		replies[which[k]] = r;
+	}
+	return true;
+}
+
+/*
+ * Sends again the calls whose replies prove they did not run for want of
+ * what the node lost or refuses (rl_reply_missing), once it is back (see
+ * the file's banner), in one more round trip; a concurrent flush or a
+ * refusal found on the way takes at most RL_RELOAD_PASSES.  False when a
+ * round trip failed (the failure is recorded): those calls lose their
+ * replies (NULL, the policy answers them), and the others keep theirs,
+ * since Redis ran them.
+ */
+static bool
+rl_resend_missing(RlNode *node, RlScriptCall *calls, int n,
+				  redisReply **replies, RlCommand *cmds, char *numkeys,
+				  TimestampTz deadline)
+{
+	int		   *which = palloc(sizeof(int) * n);
+	char		unavailable[512];
+
+	for (int pass = 0; pass < RL_RELOAD_PASSES; pass++)
+	{
+		int			missing = 0;
+
+		for (int i = 0; i < n; i++)
+		{
+			if (rl_reply_missing(replies[i], &cmds[i], &calls[i], node))
+				which[missing++] = i;
+		}
+		if (missing == 0)
+			return true;
+		for (int k = 0; k < missing; k++)
+		{
+			int			i = which[k];
+
 			freeReplyObject(replies[i]);
-			replies[i] = again[j++];
+			replies[i] = NULL;
+			rl_build_eval(&cmds[i], &calls[i], node, numkeys + 12 * i);
+		}
+		if (!rl_standalone_send(node, cmds, which, missing, replies, deadline,
+								unavailable, sizeof(unavailable)))
+			return false;
+		if (unavailable[0] != '\0')
+		{
+			rl_conn_failure(true, "%s", unavailable);
+			return false;
 		}
 	}
 	return true;
@@ -398,11 +615,9 @@ rl_cluster_resend(redisReply *r, RlNode *node, RlCommand *cmd,
 		*pause = true;
 		return true;
 	}
-	if (strncmp(r->str, "NOSCRIPT", 8) == 0 && call != NULL &&
-		strcmp(cmd->argv[0], "EVALSHA") == 0)
+	if (rl_reply_missing(r, cmd, call, node))
 	{
-		rl_build_eval(cmd, call, true, numkeys);
-		rl_counters.script_loads++;
+		/* Rebuilt for the node, the loss made good, when next sent. */
 		*to = node;
 		return true;
 	}
@@ -440,8 +655,9 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 	int		   *hops = palloc0(sizeof(int) * n);
 	int		   *idx = palloc(sizeof(int) * n);
 	int		   *doneidx = palloc(sizeof(int) * n);
-	RlCommand  *batch = palloc(sizeof(RlCommand) * 2 * n);
-	redisReply **volatile got = palloc0(sizeof(redisReply *) * 2 * n);
+	int			nslots = 2 * n + RL_MAX_NODES + 1;	/* ASKING, FUNCTION LOAD */
+	RlCommand  *batch = palloc(sizeof(RlCommand) * nslots);
+	redisReply **volatile got = palloc0(sizeof(redisReply *) * nslots);
 	redisReply **volatile done = palloc0(sizeof(redisReply *) * n);
 	RlScriptCall *donecalls = palloc(sizeof(RlScriptCall) * n);
 	bool		any = false;
@@ -469,6 +685,8 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 			int			nbatch[RL_MAX_NODES + 1];	/* commands sent, ASKING too */
 			int			start[RL_MAX_NODES + 1];	/* first slot in batch/got */
 			bool		sent[RL_MAX_NODES + 1];
+			bool		load[RL_MAX_NODES + 1]; /* FUNCTION LOAD first */
+			char		loadfail[512];
 			int			nn = 0;
 			int			nb = 0;
 			int			m = 0;
@@ -490,7 +708,10 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 
 			/*
 			 * One pipeline per node, in the order of each node's first
-			 * command; idx lists the commands node by node.
+			 * command; idx lists the commands node by node.  A node is
+			 * connected first: the script calls are built for what it
+			 * has (FCALL or EVALSHA), after FUNCTION LOAD if it lost the
+			 * library.
 			 */
 			for (int i = 0; i < n; i++)
 			{
@@ -502,10 +723,21 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 				nodes[nn] = node;
 				start[nn] = nb;
 				nbatch[nn] = 0;
+				sent[nn] = rl_node_ready(node);
+				load[nn] = sent[nn] && calls != NULL &&
+					rl_library_load(node, &batch[nb]);
+				if (load[nn])
+				{
+					nb++;
+					nbatch[nn]++;
+				}
 				for (int k = i; k < n; k++)
 				{
 					if (!pending[k] || target[k] != node)
 						continue;
+					if (sent[nn] && calls != NULL)
+						rl_build_eval(&cmds[k], &calls[k], node,
+									  numkeys + 12 * k);
 					if (asking[k])
 					{
 						batch[nb].argc = 1;
@@ -533,7 +765,7 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 			 * answers it.
 			 */
 			for (int k = 0; k < nn; k++)
-				sent[k] = rl_node_ready(nodes[k]) &&
+				sent[k] = sent[k] &&
 					rl_node_send(nodes[k], batch + start[k], nbatch[k]);
 			rl_conn_flush_wal();
 			rl_nodes_receive(nodes, nn, sent, got, start, nbatch, deadline);
@@ -545,7 +777,16 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 				int			j = start[k];
 				int			nd = 0;
 
-				for (int c = 0; c < nbatch[k]; m++)
+				loadfail[0] = '\0';
+				if (load[k] && sent[k])
+				{
+					rl_library_loaded(node, got[j], loadfail, sizeof(loadfail));
+					freeReplyObject(got[j]);
+					got[j++] = NULL;
+				}
+				else if (load[k])
+					rl_node_scripts(node)->needs_library = true;	/* not sent */
+				for (int c = load[k] ? 1 : 0; c < nbatch[k]; m++)
 				{
 					int			i = idx[m];
 					redisReply *r;
@@ -564,7 +805,15 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 					}
 					r = got[j];
 					got[j++] = NULL;
-					if (rl_cluster_resend(r, node, &cmds[i],
+					/* Behind a load Redis could not do: the policy. */
+					if (loadfail[0] != '\0' && r != NULL &&
+						r->type == REDIS_REPLY_ERROR &&
+						strncmp(r->str, "ERR Function not found", 22) == 0)
+					{
+						freeReplyObject(r);
+						r = NULL;
+					}
+					if (r != NULL && rl_cluster_resend(r, node, &cmds[i],
 										  calls != NULL ? &calls[i] : NULL,
 										  numkeys != NULL ? numkeys + 12 * i : NULL,
 										  &tryagain[i], &target[i], &asking[i],
@@ -595,6 +844,8 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 				rl_conn_set_current(node);
 				(void) rl_check_replies(done, nd, calls != NULL ? donecalls : NULL,
 										true);
+				if (loadfail[0] != '\0')
+					rl_conn_failure(true, "%s", loadfail);
 				for (int d = 0; d < nd; d++)
 				{
 					replies[doneidx[d]] = done[d];
@@ -630,6 +881,9 @@ rl_run_scripts_redis(RlScriptCall *calls, int n, redisReply **replies)
 {
 	RlCommand  *cmds;
 	char	   *numkeys;
+	RlNode	   *node;
+	int		   *which;
+	char		unavailable[512];
 	TimestampTz deadline;
 	bool		ok = false;
 	int			left = 0;
@@ -640,17 +894,46 @@ rl_run_scripts_redis(RlScriptCall *calls, int n, redisReply **replies)
 		return false;
 	cmds = palloc(sizeof(RlCommand) * n);
 	numkeys = palloc(12 * n);
-	for (int i = 0; i < n; i++)
-		rl_build_eval(&cmds[i], &calls[i], false, numkeys + 12 * i);
 	if (rl_redis_mode == RL_MODE_CLUSTER)
+	{
+		/* Built for their nodes once routed; the key is argument 3. */
+		for (int i = 0; i < n; i++)
+			rl_build_form(&cmds[i], &calls[i], "EVALSHA",
+						  rl_script_sources[calls[i].script].sha1,
+						  numkeys + 12 * i);
 		return rl_run_cluster(cmds, calls, numkeys, n, replies, 3);
+	}
 
-	if (!rl_node_ready(rl_standalone_node()))
+	node = rl_standalone_node();
+	if (!rl_node_ready(node))
 		return false;
+	which = palloc(sizeof(int) * n);
+	for (int i = 0; i < n; i++)
+	{
+		rl_build_eval(&cmds[i], &calls[i], node, numkeys + 12 * i);
+		which[i] = i;
+	}
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   rl_command_timeout);
-	if (!rl_conn_roundtrip(cmds, n, replies, deadline, true))
+	if (!rl_standalone_send(node, cmds, which, n, replies, deadline,
+							unavailable, sizeof(unavailable)))
 		return false;
+	if (unavailable[0] != '\0')
+	{
+		/* Redis refused the load as unavailable: nothing of it ran. */
+		PG_TRY();
+		{
+			rl_conn_failure(true, "%s", unavailable);
+			left = rl_check_replies(replies, n, calls, false);
+		}
+		PG_CATCH();
+		{
+			rl_free_replies(replies, n);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		return left > 0;
+	}
 
 	/*
 	 * The replies are hiredis's (malloc): an ERROR from here on (a cancel,
@@ -658,7 +941,8 @@ rl_run_scripts_redis(RlScriptCall *calls, int n, redisReply **replies)
 	 */
 	PG_TRY();
 	{
-		ok = rl_resend_missing(calls, n, replies, cmds, numkeys, deadline);
+		ok = rl_resend_missing(node, calls, n, replies, cmds, numkeys,
+							   deadline);
 		left = rl_check_replies(replies, n, calls, ok);
 	}
 	PG_CATCH();

@@ -311,6 +311,22 @@ sub cmdstat
 	return \%h;
 }
 
+# Script runs Redis counted, however sent: FCALL (Redis 7.0 and later),
+# EVALSHA, or EVAL after NOSCRIPT; a NOSCRIPT or "Function not found"
+# (failed_calls) did not run.  With all => 1, the calls, failed or not.
+sub script_runs
+{
+	my ($self, %o) = @_;
+	my $runs = 0;
+	for my $cmd (qw(fcall evalsha eval))
+	{
+		my $st = $self->cmdstat($cmd);
+		$runs += $st->{calls};
+		$runs -= $st->{failed_calls} if $cmd ne 'eval' && !$o{all};
+	}
+	return $runs;
+}
+
 # Names of the clients in CLIENT LIST.
 sub client_names
 {

@@ -567,15 +567,17 @@ is(scalar(keys %fail), 0,
 is($rejected, $nbad, "all $nbad invalid inputs refused");
 
 # Refused input made no round trip; every accepted limiter check made
-# exactly one script run (EVALSHA, or EVAL after NOSCRIPT).
+# exactly one script run (FCALL, EVALSHA, or EVAL after NOSCRIPT).
 {
 	my ($st) = rl_run($s,
 		'SELECT calls, fail_open, fail_closed, failures, script_loads FROM rl_status()');
 	my ($calls, $open, $closed, $failures, $loads) = split /\|/, $st;
 	my $evalsha = $redis->cmdstat('evalsha');
 	my $eval = $redis->cmdstat('eval');
-	my $runs = $evalsha->{calls} + $eval->{calls} - $evalsha->{failed_calls};
-	note "script runs: evalsha $evalsha->{calls} (failed $evalsha->{failed_calls}), "
+	my $fcall = $redis->cmdstat('fcall');
+	my $runs = $redis->script_runs;
+	note "script runs: fcall $fcall->{calls} (failed $fcall->{failed_calls}), "
+	  . "evalsha $evalsha->{calls} (failed $evalsha->{failed_calls}), "
 	  . "eval $eval->{calls}; rl_status calls " . ($calls - $calls0);
 	is($runs, $script_runs,
 		"Redis ran exactly one script per accepted check ($script_runs), none for refused input");

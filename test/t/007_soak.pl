@@ -144,8 +144,10 @@ ok(defined $gone_after && $gone_after <= 2,
 # Exactly one script run per call: nothing lost, nothing run twice.
 my $evalsha = $redis->cmdstat('evalsha');
 my $eval = $redis->cmdstat('eval');
-my $runs = $evalsha->{calls} + $eval->{calls} - $evalsha->{failed_calls};
-note "script runs: evalsha $evalsha->{calls} (failed $evalsha->{failed_calls}), "
+my $fcall = $redis->cmdstat('fcall');
+my $runs = $redis->script_runs;
+note "script runs: fcall $fcall->{calls} (failed $fcall->{failed_calls}), "
+  . "evalsha $evalsha->{calls} (failed $evalsha->{failed_calls}), "
   . "eval $eval->{calls}";
 is($runs, $processed, 'Redis ran exactly one script per pgbench call');
 
@@ -290,11 +292,7 @@ FROM rl_allow('csoak:' || :k, '$algo', 3, '$window{$algo}');
 	my $cruns = 0;
 	for my $n ($cl->alive)
 	{
-		for my $cmd (qw(evalsha eval))
-		{
-			my $st = $n->cmdstat($cmd);
-			$cruns += $st->{calls} - $st->{failed_calls};
-		}
+		$cruns += $n->script_runs;
 	}
 	is($crc, 0, 'cluster phase: pgbench exit code 0, no policy answer') or diag $cerr;
 	ok($cproc > 0, "cluster phase: $cproc calls");

@@ -35,7 +35,8 @@ sub flood
 	return split /\|/, $out;
 }
 
-sub evalsha_calls { $redis->cmdstat('evalsha')->{calls} // 0 }
+# Script calls that reached Redis (FCALL on Redis 7.0 and later).
+sub evalsha_calls { $redis->script_runs }
 
 my $s = rl_session($node);
 

@@ -64,7 +64,7 @@ sub measure
 	for my $e (@$log)
 	{
 		my ($dur, $args) = @$e[ 2, 3 ];
-		next unless uc($args->[0]) eq 'EVALSHA' || uc($args->[0]) eq 'EVAL';
+		next unless uc($args->[0]) =~ /^(EVALSHA|EVAL|FCALL)$/;
 		$r{scripts}++;
 		$r{max} = $dur if $dur > $r{max};
 		$r{sum} += $dur;
@@ -379,17 +379,18 @@ sub attack
 	for my $e (@$log)
 	{
 		$attack_max = $e->[2]
-		  if $e->[2] > $attack_max && uc($e->[3][0]) =~ /^EVAL/;
+		  if $e->[2] > $attack_max && uc($e->[3][0]) =~ /^(EVAL|FCALL)/;
 	}
 	my @top = sort { $b->[2] <=> $a->[2] } @$log;
 	note sprintf('longest commands meanwhile: %s (%d in the log)',
 		join('; ', map { ms($_->[2]) . ' ' . join(' ', @{ $_->[3] }[ 0 .. 3 ]) }
 			  grep { defined } @top[ 0 .. 2 ]),
 		scalar(@$log));
-	my $evalsha = $redis->cmdstat('evalsha');
+	my $evalsha = $redis->cmdstat('fcall');
+	$evalsha = $redis->cmdstat('evalsha') unless $evalsha->{calls};
 	my $busy = ($evalsha->{usec} // 0) / ($elapsed * 1e6);
 	note sprintf('victim beside %s: %d policy answers (%d counted), median %.2f ms, '
-		  . 'max %.2f ms; longest script meanwhile %s; evalsha %d calls, %s us per call; '
+		  . 'max %.2f ms; longest script meanwhile %s; scripts %d calls, %s us per call; '
 		  . 'Redis ran scripts %.0f %% of the time',
 		$label, $p1, $c1, $med1, $max1, ms($attack_max), $evalsha->{calls},
 		$evalsha->{usec_per_call} // '?', $busy * 100);

@@ -3,7 +3,7 @@
 # A broken or hostile peer: test/perl/RLProxy.pm sits between the
 # extension and a real redis-server and damages the reply to one chosen
 # command: every kind the extension sends (the handshake's AUTH, SELECT,
-# CLIENT SETNAME and INFO; EVALSHA from rl_allow, rl_peek, a batch of
+# CLIENT SETNAME and INFO; FCALL (EVALSHA without Functions) from rl_allow, rl_peek, a batch of
 # rl_allow_many and the statement trigger's layered script; EVAL after
 # NOSCRIPT; rl_reset's DEL).  Faults: wrong types and nesting, nil,
 # error replies, negative and huge lengths, non-numbers, garbage, replies
@@ -51,6 +51,13 @@ my $MARGIN = 3;
 
 my $redis = RLRedis->new(name => 'r012');
 $redis->cli('ACL', 'SETUSER', 'rl_peer', 'on', '>pw-peer', '~*', '+@all');
+# The same without Functions: its sessions send EVALSHA, and EVAL after
+# NOSCRIPT (the path of servers before Redis 7.0).
+$redis->cli('ACL', 'SETUSER', 'rl_peer_nofn', 'on', '>pw-peer', '~*', '+@all',
+	'-fcall', '-function');
+# The script command the extension sends: FCALL on Redis 7.0 and later.
+my $SCRIPT = (split /\./, $redis->info('server', 'redis_version'))[0] >= 7
+  ? 'FCALL' : 'EVALSHA';
 my $proxy = RLProxy->new($redis->port);
 
 # Every connection's handshake has all four commands: AUTH (an ACL user),
@@ -188,8 +195,21 @@ sub run_case
 
 my $s = session($node);
 is((rl_run($s, ($KIND{allow}->('warm'))[0]))[0], "t|99", 'warm-up call answered through the proxy');
-like(join(',', @{ $proxy->status->{cmds} }), qr/^AUTH,SELECT,CLIENT,INFO,EVALSHA(,EVAL)?$/,
-	'a connection: AUTH, SELECT, CLIENT SETNAME, INFO in the handshake, then EVALSHA');
+like(join(',', @{ $proxy->status->{cmds} }),
+	qr/^AUTH,SELECT,CLIENT,INFO,(FCALL(,FUNCTION,FCALL)?|EVALSHA(,EVAL)?)$/,
+	"a connection: AUTH, SELECT, CLIENT SETNAME, INFO in the handshake, then $SCRIPT");
+like(join(',', @{ $proxy->status->{cmds} }), qr/,\Q$SCRIPT\E/, "the script call is $SCRIPT");
+
+# A session whose user may not use Functions: EVALSHA, EVAL after NOSCRIPT.
+my $se = session($node);
+rl_run($se, "SET ratelimit.redis_username = 'rl_peer_nofn'");
+is((rl_run($se, ($KIND{allow}->('warm_nofn'))[0]))[0], "t|99",
+	'warm-up call of the session without Functions');
+is((rl_run($se, ($KIND{allow}->('warm_nofn'))[0]))[0], "t|98",
+	'without Functions: answered');
+like(join(',', @{ $proxy->status->{cmds} }),
+	qr/^AUTH,SELECT,CLIENT,INFO,(FCALL,)?EVAL(SHA)?,EVALSHA$/,
+	'without Functions: FCALL refused once, then EVALSHA');
 
 # Replies that are wrong for a script call, by kind of damage.
 my $fat = 'x' x 40000;
@@ -218,7 +238,7 @@ my @P = (qr/^policy$/, 1);			# policy answer, link dropped
 my @R = (qr/^redis$/, 0);			# a whole (slow) reply: Redis's answer
 my @named;
 
-# 1. EVALSHA of rl_allow: every fault.
+# 1. The script call of rl_allow (FCALL, or EVALSHA before Redis 7.0): every fault.
 my %script = (
 	garbage => [ { fault => 'replace', data => $BAD{garbage} }, @P ],
 	int_for_array => [ { fault => 'replace', data => $BAD{int} }, @E ],
@@ -251,17 +271,17 @@ my %script = (
 	never_answered => [ { fault => 'drop' }, @P ],
 	swapped_with_a_reply_never_coming => [ { fault => 'swap' }, @P ],
 );
-push @named, map { [ "EVALSHA (rl_allow): $_", 'allow', { cmd => 'EVALSHA', %{ $script{$_}[0] } },
+push @named, map { [ "$SCRIPT (rl_allow): $_", 'allow', { cmd => $SCRIPT, %{ $script{$_}[0] } },
 	@{ $script{$_} }[ 1, 2 ] ] } sort keys %script;
 
 # 2. The other command kinds, with the faults that tell them apart.
 for my $c (
-	[ 'peek', 'EVALSHA', 1, [qw(int_for_array extra_reply_after split_too_slow garbage)] ],
-	[ 'many', 'EVALSHA', 2, [qw(garbage int_for_array extra_reply_after truncated_then_close
+	[ 'peek', $SCRIPT, 1, [qw(int_for_array extra_reply_after split_too_slow garbage)] ],
+	[ 'many', $SCRIPT, 2, [qw(garbage int_for_array extra_reply_after truncated_then_close
 		delayed_past_timeout error_reply closed_before_redis_saw_it extra_reply_before nested)] ],
 	[ 'allow', 'EVAL', 1, [qw(garbage nil extra_reply_after truncated_then_stall error_reply
 		huge_array_length split_bytewise)] ],
-	[ 'trigger', 'EVALSHA', 1, [qw(garbage nested extra_reply_before closed_instead_of_reply
+	[ 'trigger', $SCRIPT, 1, [qw(garbage nested extra_reply_before closed_instead_of_reply
 		short_array)] ])
 {
 	my ($kind, $cmd, $nth, $faults) = @$c;
@@ -275,8 +295,8 @@ for my $c (
 # A batch whose replies come back swapped: two whole script answers,
 # indistinguishable on the wire (see README); what must hold is that the
 # stream stays in step.
-push @named, [ 'EVALSHA #2 (many): swapped with the next reply', 'many',
-	{ cmd => 'EVALSHA', nth => 2, fault => 'swap' }, qr/^redis$/, 0 ];
+push @named, [ "$SCRIPT #2 (many): swapped with the next reply", 'many',
+	{ cmd => $SCRIPT, nth => 2, fault => 'swap' }, qr/^redis$/, 0 ];
 
 # rl_reset's DEL: administrative, so an ERROR whatever the policy.
 push @named,
@@ -325,8 +345,8 @@ for my $c (
 # The failure policy decides what a protocol fault answers.
 for my $mode ([ 'closed', qr/^policy$/ ], [ 'error', qr/^error$/ ])
 {
-	push @named, [ "EVALSHA (rl_allow), failure_mode $mode->[0]: garbage", 'allow',
-		{ cmd => 'EVALSHA', fault => 'replace', data => $BAD{garbage} }, $mode->[1], 1,
+	push @named, [ "$SCRIPT (rl_allow), failure_mode $mode->[0]: garbage", 'allow',
+		{ cmd => $SCRIPT, fault => 'replace', data => $BAD{garbage} }, $mode->[1], 1,
 		mode => $mode->[0] ];
 }
 
@@ -335,7 +355,9 @@ for my $case (@named)
 	my ($name, $kind, $plan, $expect, $drop, %opt) = @$case;
 	my $mark = fault_mark();
 	rl_run($s, "SET ratelimit.failure_mode = $opt{mode}") if $opt{mode};
-	run_case($s, $proxy, $name, $kind, $plan, $expect, $drop, %opt);
+	# EVAL comes only where Functions are not used.
+	run_case($plan->{cmd} eq 'EVAL' ? $se : $s, $proxy, $name, $kind, $plan,
+		$expect, $drop, %opt);
 	rl_run($s, 'RESET ratelimit.failure_mode') if $opt{mode};
 	fault_done("hostile peer: $name", $mark);
 }
@@ -347,7 +369,7 @@ my $mark = fault_mark();
 {
 	rl_run($s, 'SET ratelimit.command_timeout = 60000');
 	my $before = $proxy->status->{conns};
-	$proxy->plan(cmd => 'EVALSHA', fault => 'drop');
+	$proxy->plan(cmd => $SCRIPT, fault => 'drop');
 	rl_start($s, ($KIND{allow}->('cancel'))[0]);
 	ok(defined RLRedis::rl_wait_for(sub { $proxy->status->{fired} }, 10), 'cancel: the call is waiting');
 	my $t0 = time;
@@ -387,7 +409,7 @@ $mark = fault_mark();
 		my ($n) = @_;
 		for my $f (sort keys %leaky)
 		{
-			$proxy->plan(cmd => 'EVALSHA', repeat => 1, %{ $leaky{$f} });
+			$proxy->plan(cmd => $SCRIPT, repeat => 1, %{ $leaky{$f} });
 			rl_run($s, qq{DO \$\$ BEGIN FOR i IN 1..$n LOOP BEGIN
 				PERFORM rl_allow('leak', 'fixed_window', 1000000, '1 hour');
 				EXCEPTION WHEN others THEN NULL; END; END LOOP; END \$\$});
@@ -480,9 +502,11 @@ sub campaign
 	push @bad, "*2147483647\r\n", "\$2147483647\r\n", "*-2\r\n", ":99999999999999999999\r\n",
 	  "\r\n", "*4\r\n:1\r\n:1\r\n", "\$3\r\nab", "-\r\n", "+\r\n";
 	my @targets = (
-		[ 'allow', 'EVALSHA', 1 ], [ 'peek', 'EVALSHA', 1 ], [ 'many', 'EVALSHA', 1 ],
-		[ 'many', 'EVALSHA', 2 ], [ 'many', 'EVALSHA', 3 ], [ 'trigger', 'EVALSHA', 1 ],
-		[ 'reset', 'DEL', 1 ], [ 'allow', 'EVAL', 1 ], [ 'many', 'EVAL', 2 ],
+		[ 'allow', $SCRIPT, 1 ], [ 'peek', $SCRIPT, 1 ], [ 'many', $SCRIPT, 1 ],
+		[ 'many', $SCRIPT, 2 ], [ 'many', $SCRIPT, 3 ], [ 'trigger', $SCRIPT, 1 ],
+		[ 'reset', 'DEL', 1 ],
+		# EVAL after NOSCRIPT only where Functions are not used.
+		($SCRIPT eq 'EVALSHA' ? ([ 'allow', 'EVAL', 1 ], [ 'many', 'EVAL', 2 ]) : ()),
 		[ 'allow', 'AUTH', 1 ], [ 'allow', 'SELECT', 1 ], [ 'allow', 'CLIENT', 1 ],
 		[ 'allow', 'INFO', 1 ]);
 	my $t0 = time;
@@ -507,7 +531,7 @@ sub campaign
 		# another well-formed one, may be Redis's answer.
 		my $expect = ($f =~ /^(split|delay|flip|swap)$/) ? qr/^(error|policy|redis)$/ : qr/^(error|policy)$/;
 		$expect = qr/^(error|policy|redis)$/ if $kind eq 'reset' || $cmd =~ /^(CLIENT|INFO)$/;
-		$expect = qr/^(error|policy|redis)$/ if $f eq 'replace' && $junk =~ /^[-+]/ && $cmd ne 'EVALSHA' && $cmd ne 'EVAL';
+		$expect = qr/^(error|policy|redis)$/ if $f eq 'replace' && $junk =~ /^[-+]/ && $cmd !~ /^(EVALSHA|EVAL|FCALL)$/;
 		$expect = qr/^(error|policy|redis)$/ if $f eq 'replace' && $junk =~ /^:-?\d+\r\n$/ && $cmd eq 'DEL';
 		my $drop = ($f =~ /^(before|after|truncate|close|closereq|drop)$/) ? 1 : undef;
 		$drop = undef if $f eq 'drop' && $kind eq 'many' && $nth < 3;
