@@ -686,6 +686,8 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 			int			start[RL_MAX_NODES + 1];	/* first slot in batch/got */
 			bool		sent[RL_MAX_NODES + 1];
 			bool		load[RL_MAX_NODES + 1]; /* FUNCTION LOAD first */
+			int			first[RL_MAX_NODES + 1];	/* the node's first in idx */
+			int			count[RL_MAX_NODES + 1];	/* and how many */
 			char		loadfail[512];
 			int			nn = 0;
 			int			nb = 0;
@@ -708,10 +710,8 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 
 			/*
 			 * One pipeline per node, in the order of each node's first
-			 * command; idx lists the commands node by node.  A node is
-			 * connected first: the script calls are built for what it
-			 * has (FCALL or EVALSHA), after FUNCTION LOAD if it lost the
-			 * library.
+			 * command; idx lists the commands node by node (the node's
+			 * are idx[first[k]] .. idx[first[k] + count[k] - 1]).
 			 */
 			for (int i = 0; i < n; i++)
 			{
@@ -721,37 +721,17 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 					continue;
 				node = target[i];
 				nodes[nn] = node;
-				start[nn] = nb;
-				nbatch[nn] = 0;
-				sent[nn] = rl_node_ready(node);
-				load[nn] = sent[nn] && calls != NULL &&
-					rl_library_load(node, &batch[nb]);
-				if (load[nn])
-				{
-					nb++;
-					nbatch[nn]++;
-				}
+				first[nn] = m;
 				for (int k = i; k < n; k++)
 				{
 					if (!pending[k] || target[k] != node)
 						continue;
-					if (sent[nn] && calls != NULL)
-						rl_build_eval(&cmds[k], &calls[k], node,
-									  numkeys + 12 * k);
-					if (asking[k])
-					{
-						batch[nb].argc = 1;
-						batch[nb].argv = asking_argv;
-						batch[nb++].argvlen = asking_len;
-						nbatch[nn]++;
-					}
-					batch[nb++] = cmds[k];
-					nbatch[nn]++;
 					rl_reply_node[k] = node;
 					idx[m++] = k;
 					pending[k] = false;
 					target[k] = NULL;
 				}
+				count[nn] = m - first[nn];
 				nn++;
 			}
 			if (nn == 0)
@@ -760,13 +740,47 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 			/*
 			 * Every node's pipeline is written before any reply is waited
 			 * for, so the masters work at once and a slow one delays only
-			 * its own keys (within the one deadline).  A command not sent,
-			 * or whose reply never came, is never sent again: the policy
-			 * answers it.
+			 * its own keys (within the one deadline).  Each node is
+			 * connected just before its pipeline is built (so one slow to
+			 * connect holds back only the nodes after it, as before): the
+			 * script calls are built for what it has (FCALL or EVALSHA),
+			 * after FUNCTION LOAD if it lost the library.  A command not
+			 * sent, or whose reply never came, is never sent again: the
+			 * policy answers it.
 			 */
 			for (int k = 0; k < nn; k++)
-				sent[k] = sent[k] &&
-					rl_node_send(nodes[k], batch + start[k], nbatch[k]);
+			{
+				RlNode	   *node = nodes[k];
+				bool		ready = rl_node_ready(node);
+
+				start[k] = nb;
+				nbatch[k] = 0;
+				load[k] = ready && calls != NULL &&
+					rl_library_load(node, &batch[nb]);
+				if (load[k])
+				{
+					nb++;
+					nbatch[k]++;
+				}
+				for (int q = first[k]; q < first[k] + count[k]; q++)
+				{
+					int			i = idx[q];
+
+					if (ready && calls != NULL)
+						rl_build_eval(&cmds[i], &calls[i], node,
+									  numkeys + 12 * i);
+					if (asking[i])
+					{
+						batch[nb].argc = 1;
+						batch[nb].argv = asking_argv;
+						batch[nb++].argvlen = asking_len;
+						nbatch[k]++;
+					}
+					batch[nb++] = cmds[i];
+					nbatch[k]++;
+				}
+				sent[k] = ready && rl_node_send(node, batch + start[k], nbatch[k]);
+			}
 			rl_conn_flush_wal();
 			rl_nodes_receive(nodes, nn, sent, got, start, nbatch, deadline);
 

@@ -141,8 +141,9 @@ rl_as_owner env PGOPTIONS="$C3" "$RL_PGBIN/psql" -X -q -h "$RL_TMP" -p "$PG" -U 
 proj=0
 split=""
 for p in $THREE $((THREE + 1)) $((THREE + 2)); do
-	line=$(redis-cli -p "$p" INFO commandstats | tr -d '\r' | grep '^cmdstat_evalsha:')
-	calls=$(echo "$line" | sed 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/')
+	# FCALL on Redis 7.0 and later, EVALSHA before.
+	line=$(redis-cli -p "$p" INFO commandstats | tr -d '\r' | grep -E '^cmdstat_(fcall|evalsha):' | head -1)
+	calls=$(echo "$line" | sed 's/^cmdstat_[a-z]*:calls=\([0-9]*\),.*/\1/')
 	usec=$(echo "$line" | sed 's/.*,usec_per_call=\([0-9.]*\).*/\1/')
 	record "measured: calls on master $p for 3000 random keys" "$calls" calls
 	record "measured: usec_per_call on master $p" "$usec" us

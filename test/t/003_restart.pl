@@ -21,6 +21,8 @@ use RLRedis
   fault_done);
 
 my $redis = RLRedis->new(name => 'r003');
+# Redis 7.0 and later: the extension sends FCALL to its Functions library.
+my $functions = (split /\./, $redis->info('server', 'redis_version'))[0] >= 7;
 my $node = rl_node('c003', $redis);
 my $dboid = $node->safe_psql('postgres',
 	'SELECT oid FROM pg_database WHERE datname = current_database()');
@@ -83,11 +85,14 @@ is((rl_run($s, call_sql('mk')))[0], 't|9|0',
 	note "connects $st0->{connects} -> $st->{connects}, "
 	  . "script_loads $st0->{script_loads} -> $st->{script_loads}";
 	ok($st->{connects} > $st0->{connects}, 'restarted: on a new connection');
+	# Redis 7.0 and later: the library, loaded once ("Function not
+	# found", FUNCTION LOAD, the FCALL again); before, the script as EVAL.
+	my ($load, $miss) = $functions ? ('function|load', 'fcall') : ('eval', 'evalsha');
 	is($st->{script_loads}, $st0->{script_loads} + 1,
-		'restarted: the lost script was sent once as EVAL');
-	is($redis->cmdstat('eval')->{calls}, 1, 'restarted: one EVAL in commandstats');
-	is($redis->cmdstat('evalsha')->{failed_calls}, 1,
-		'restarted: one NOSCRIPT EVALSHA in commandstats');
+		'restarted: what Redis lost was sent once');
+	is($redis->cmdstat($load)->{calls}, 1, "restarted: one \U$load\E in commandstats");
+	is($redis->cmdstat($miss)->{failed_calls}, 1,
+		"restarted: one \U$miss\E that did not run, in commandstats");
 }
 fault_done('Redis killed mid-session and restarted (state and scripts lost)', $mark);
 
@@ -127,23 +132,24 @@ $mark = fault_mark();
 }
 fault_done('idle-timeout disconnect', $mark);
 
-# 5. SCRIPT FLUSH: 100 calls all answered, one NOSCRIPT fallback.
+# 5. SCRIPT FLUSH (FUNCTION FLUSH on Redis 7.0 and later): 100 calls all
+# answered, one load.
 $mark = fault_mark();
 {
 	my $before = rl_status_of($s);
 	$redis->cli('CONFIG', 'RESETSTAT');
-	$redis->cli('SCRIPT', 'FLUSH');
+	$redis->cli($functions ? 'FUNCTION' : 'SCRIPT', 'FLUSH');
 	my ($out) = rl_run($s,
 		"SELECT count(*) FILTER (WHERE r.remaining IS NOT NULL) "
 		  . "FROM generate_series(1, 100) g, "
 		  . "LATERAL rl_allow('sf', 'fixed_window', 1000, '1 hour', 1 + 0 * g) r");
 	is($out, 100, 'script flush: all 100 calls answered by Redis');
-	my $eval = $redis->cmdstat('eval');
-	my $evalsha = $redis->cmdstat('evalsha');
-	note "eval calls $eval->{calls}; evalsha calls $evalsha->{calls}, "
+	my $eval = $redis->cmdstat($functions ? 'function|load' : 'eval');
+	my $evalsha = $redis->cmdstat($functions ? 'fcall' : 'evalsha');
+	note "load calls $eval->{calls}; script calls $evalsha->{calls}, "
 	  . "failed $evalsha->{failed_calls}";
-	is($eval->{calls}, 1, 'script flush: exactly one EVAL');
-	is($evalsha->{failed_calls}, 1, 'script flush: exactly one NOSCRIPT');
+	is($eval->{calls}, 1, 'script flush: exactly one load (EVAL, or FUNCTION LOAD)');
+	is($evalsha->{failed_calls}, 1, 'script flush: exactly one NOSCRIPT or "Function not found"');
 	is(count_of('sf'), 100, 'script flush: counter equals 100');
 	fact('count_checks.003', 100);
 	fact('miscounted.003', abs((count_of('sf') // 0) - 100));

@@ -447,7 +447,8 @@ $redis->cmd('CONFIG', 'SET', 'slowlog-log-slower-than', 10000);
 					PERFORM rl_allow('hot:$name', '$algo', $lim, '$win');
 				END LOOP;
 				END \$\$});
-			my $st = $redis->cmdstat('evalsha');
+			my $st = $redis->cmdstat('fcall');
+			$st = $redis->cmdstat('evalsha') unless $st->{calls};
 			push @per, "$name $st->{usec_per_call}";
 		}
 		push @figs, "$algo " . join(' / ', @per);

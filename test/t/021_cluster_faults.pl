@@ -206,7 +206,7 @@ $_->quit for $s1, $s2;
 fault_done('cluster statement trigger race between check and consume', $mark);
 
 # 2. Exact counts: 32 sessions, one hot key and 200 keys over all masters.
-my %calls0 = map { $_->port => $_->cmdstat('evalsha')->{calls} } @masters;
+my %calls0 = map { $_->port => $_->script_runs(all => 1) } @masters;
 $wait = pgbench(32, [ '-t', 20 ], q{
 INSERT INTO hits SELECT 'hot', allowed, remaining IS NOT NULL
 FROM rl_allow('c21:hot', 'fixed_window', 300, '1 day');
@@ -229,8 +229,8 @@ my $hot_n = count_of(redis_key('c21:hot', 'fixed_window'));
 is($hot_n, 300, 'counts: the hot key reads 300 on its master');
 fact('count_checks.021', 640);
 fact('miscounted.021', abs($hot_n - 300));
-my @work = map { $_->cmdstat('evalsha')->{calls} - $calls0{ $_->port } } @masters;
-is(scalar(grep { $_ > 100 } @work), 3, "counts: every master did its share (evalsha calls @work)");
+my @work = map { $_->script_runs(all => 1) - $calls0{ $_->port } } @masters;
+is(scalar(grep { $_ > 100 } @work), 3, "counts: every master did its share (script calls @work)");
 fact('cluster_32_sessions_calls_per_master.021', join('/', @work));
 fact('clients.021', 32);
 

@@ -69,12 +69,12 @@ sub run_sql
 	return ($out, $err);
 }
 
-# Scripts a data node ran (EVALSHA and EVAL, NOSCRIPT refusals included).
+# Scripts a data node ran (FCALL, EVALSHA and EVAL, refusals included).
 sub writes
 {
 	my ($n) = @_;
 	my $sum = 0;
-	for my $c ('evalsha', 'eval')
+	for my $c ('fcall', 'evalsha', 'eval')
 	{
 		my $s = $n->cmdstat($c);
 		$sum += $s->{calls} + $s->{failed_calls} + $s->{rejected_calls};

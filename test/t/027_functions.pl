@@ -15,7 +15,8 @@
 #   5. An ACL with FCALL but not FUNCTION LOAD, after FUNCTION FLUSH: the
 #      load is refused, the calls go as EVAL/EVALSHA, exact.
 #   6. Redis Cluster: FUNCTION FLUSH on every master, then a batch over
-#      all of them: one FUNCTION LOAD per master, exact counts.
+#      all of them: one FUNCTION LOAD per master, exact counts; without
+#      Functions (ACL), after SCRIPT FLUSH: one EVAL per master.
 
 use strict;
 use warnings;
@@ -194,6 +195,22 @@ ratelimit.deny_cache = off
 	my $failed = 0;
 	$failed += $_->cmdstat('fcall')->{failed_calls} for @masters;
 	is($failed, 60, 'cluster: each key of the batch found no function once, none twice');
+	$c->quit;
+
+	# Without Functions: after SCRIPT FLUSH one EVAL per master.
+	$_->cli('ACL', 'SETUSER', 'rl_nofn', 'on', '>pw-nofn', '~rl:*', '+@all',
+		'-fcall', '-function') for $rc->nodes;
+	$c = rl_session($cnode);
+	rl_run($c, "SET ratelimit.redis_username = 'rl_nofn'");
+	rl_run($c, "SET ratelimit.redis_password = 'pw-nofn'");
+	is(batch($c, 'c3_', 60), 60, 'cluster without Functions: a batch of 60 keys admitted');
+	$_->cli('SCRIPT', 'FLUSH') for @masters;
+	$_->cli('CONFIG', 'RESETSTAT') for @masters;
+	is(batch($c, 'c4_', 60), 60, 'cluster without Functions, after SCRIPT FLUSH: 60 new keys admitted');
+	is(batch($c, 'c4_', 60), 0, 'cluster without Functions: and denied');
+	is(join(',', map { calls($_, 'eval') } @masters), '1,1,1',
+		'cluster without Functions: one EVAL on each master, not one per key');
+	is(join(',', map { calls($_, 'fcall') } @masters), '0,0,0', 'and no FCALL');
 	$c->quit;
 }
 
