@@ -62,11 +62,23 @@ local function sliding_log(key, limit, window, cost, now)
     end
     cum = rl_log_member(newest[1])
     if newest_t > floor then
-      -- The first member in the window, by rank (cheaper than by score).
-      expired = redis.call('ZCOUNT', key, '-inf', floor)
-      local first = redis.call('ZRANGE', key, expired, expired, 'WITHSCORES')
-      first_t = tonumber(first[2])
-      local fcum, fcost = rl_log_member(first[1])
+      -- The first member in the window.  Most calls find it among the
+      -- two oldest (each call prunes what expired, so at most one more
+      -- has expired since): one command, where counting the expired
+      -- (ZCOUNT) and reading that rank (cheaper than by score) is two.
+      local first = redis.call('ZRANGE', key, 0, 1, 'WITHSCORES')
+      local fm, ft = first[1], first[2]
+      expired = 0
+      if tonumber(ft) <= floor then
+        expired, fm, ft = 1, first[3], first[4]
+        if tonumber(ft) <= floor then
+          expired = redis.call('ZCOUNT', key, '-inf', floor)
+          first = redis.call('ZRANGE', key, expired, expired, 'WITHSCORES')
+          fm, ft = first[1], first[2]
+        end
+      end
+      first_t = tonumber(ft)
+      local fcum, fcost = rl_log_member(fm)
       if cum and fcum then
         base = fcum - fcost
         first_cost = fcost

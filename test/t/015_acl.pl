@@ -61,7 +61,8 @@ CREATE TRIGGER acl_stmt_t AFTER INSERT ON acl_stmt REFERENCING NEW TABLE AS rl_n
 
 # Every entry point, as one DO block (it stops at the first error).  The
 # real clock makes the scripts call TIME; the pinned one walks a sliding
-# log through pruning (one member expired) and emptying (all expired).
+# log through pruning (two members expired: counted with ZCOUNT) and
+# emptying (all expired).
 my $run = 0;
 sub exercise
 {
@@ -90,6 +91,8 @@ BEGIN
 	END LOOP;
 	PERFORM rl_allow('acl:$tag:v020', 'fixed_window', 2, '1 hour');
 	PERFORM set_config('ratelimit.test_clock_ms', t0::text, true);
+	PERFORM rl_allow('acl:$tag:log', 'sliding_log', 3, '1 second');
+	PERFORM set_config('ratelimit.test_clock_ms', (t0 + 100)::text, true);
 	PERFORM rl_allow('acl:$tag:log', 'sliding_log', 3, '1 second');
 	PERFORM set_config('ratelimit.test_clock_ms', (t0 + 600)::text, true);
 	PERFORM rl_allow('acl:$tag:log', 'sliding_log', 3, '1 second');
