@@ -859,7 +859,12 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 				(void) rl_check_replies(done, nd, calls != NULL ? donecalls : NULL,
 										true);
 				if (loadfail[0] != '\0')
+				{
+					/* A demoted master: the next call fetches the map. */
+					if (strncmp(loadfail, "READONLY", 8) == 0)
+						rl_cluster_mark_stale();
 					rl_conn_failure(true, "%s", loadfail);
+				}
 				for (int d = 0; d < nd; d++)
 				{
 					replies[doneidx[d]] = done[d];
