@@ -3,9 +3,10 @@
 # A broken or hostile peer: test/perl/RLProxy.pm sits between the
 # extension and a real redis-server and damages the reply to one chosen
 # command: every kind the extension sends (the handshake's AUTH, SELECT,
-# CLIENT SETNAME and INFO; FCALL (EVALSHA without Functions) from rl_allow, rl_peek, a batch of
-# rl_allow_many and the statement trigger's layered script; EVAL after
-# NOSCRIPT; rl_reset's DEL).  Faults: wrong types and nesting, nil,
+# CLIENT SETNAME and INFO; FCALL, or EVALSHA without Functions, from
+# rl_allow, rl_peek, a batch of rl_allow_many and the statement trigger's
+# layered script; EVAL after NOSCRIPT, by a session whose Redis user has
+# no Functions; rl_reset's DEL).  Faults: wrong types and nesting, nil,
 # error replies, negative and huge lengths, non-numbers, garbage, replies
 # for commands never sent (before or after the real one), truncation
 # with a close or a stall, splitting into delayed pieces, delays within
