@@ -195,7 +195,8 @@ for my $command (@commands)
 	$s->quit;
 }
 fact('figure.015', scalar(@commands)
-	  . " commands of README's ACL each taken away; each refusal named it");
+	  . " commands of README's ACL each taken away; each refusal named it"
+	  . ($functions ? ' (without FCALL or FUNCTION LOAD, EVALSHA served)' : ''));
 set_user(@rules);
 fault_done('each command of the ACL taken away', $mark);
 
