@@ -22,6 +22,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 
 #include "rl_cache.h"
 #include "rl_local.h"
@@ -235,12 +236,27 @@ rl_answer_tuple(TupleDesc desc, const RlAnswer *answer)
 	return heap_form_tuple(desc, values, nulls);
 }
 
-/* The blessed rl_result descriptor, looked up once per call site. */
+/*
+ * The rl_result descriptor.  The executor makes a new FmgrInfo for every
+ * execution of a statement, so fn_extra alone would look it up (a
+ * syscache search and two copies) on every call of a prepared statement:
+ * the type cache's own descriptor of the call's result type is taken
+ * instead (a hash lookup, used at once, before anything could invalidate
+ * it).  A call with no expression (no result type known) looks it up.
+ */
 static TupleDesc
 rl_result_desc(FunctionCallInfo fcinfo)
 {
 	TupleDesc	desc = (TupleDesc) fcinfo->flinfo->fn_extra;
+	Oid			typid = get_fn_expr_rettype(fcinfo->flinfo);
 
+	if (desc == NULL && OidIsValid(typid) && typid != RECORDOID)
+	{
+		TypeCacheEntry *tc = lookup_type_cache(typid, TYPECACHE_TUPDESC);
+
+		if (tc->tupDesc != NULL && tc->tupDesc->natts == 4)
+			return tc->tupDesc;
+	}
 	if (desc == NULL)
 	{
 		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
