@@ -109,7 +109,8 @@ static void
 rl_check_many_local(const RlLimiter *limiter, char **keys, int *keylens,
 					const int64 *costs, int n, RlAnswer *answers)
 {
-	uint64		epoch = rl_cache_epoch();
+	/* The shared reset count is read only for a deny cache that is on. */
+	uint64		epoch = rl_deny_cache ? rl_cache_epoch() : 0;
 
 	rl_counters.calls += n;
 	for (int i = 0; i < n; i++)
