@@ -248,13 +248,16 @@ rl_answer_tuple(TupleDesc desc, const RlAnswer *answer)
 static TupleDesc
 rl_result_desc(FunctionCallInfo fcinfo)
 {
+	/* The type cache keeps its entries for good: one is kept here. */
+	static TypeCacheEntry *tc = NULL;
 	TupleDesc	desc = (TupleDesc) fcinfo->flinfo->fn_extra;
 	Oid			typid = get_fn_expr_rettype(fcinfo->flinfo);
 
 	if (desc == NULL && OidIsValid(typid) && typid != RECORDOID)
 	{
-		TypeCacheEntry *tc = lookup_type_cache(typid, TYPECACHE_TUPDESC);
-
+		/* An invalidated descriptor is NULL until looked up again. */
+		if (tc == NULL || tc->type_id != typid || tc->tupDesc == NULL)
+			tc = lookup_type_cache(typid, TYPECACHE_TUPDESC);
 		if (tc->tupDesc != NULL && tc->tupDesc->natts == 4)
 			return tc->tupDesc;
 	}
