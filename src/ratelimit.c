@@ -239,16 +239,17 @@ rl_answer_tuple(TupleDesc desc, const RlAnswer *answer)
 
 /*
  * The rl_result descriptor.  The executor makes a new FmgrInfo for every
- * execution of a statement, so fn_extra alone would look it up (a
- * syscache search and two copies) on every call of a prepared statement:
- * the type cache's own descriptor of the call's result type is taken
- * instead (a hash lookup, used at once, before anything could invalidate
- * it).  A call with no expression (no result type known) looks it up.
+ * execution of a statement, so a descriptor kept in fn_extra alone was
+ * looked up again (a syscache search and two copies) on every call of a
+ * prepared statement.  The type cache's own descriptor of the call's
+ * result type is used instead, at once, before anything could invalidate
+ * it; its entry is kept here, so a call does no lookup at all.  A call
+ * with no expression (no result type known) looks the descriptor up.
  */
 static TupleDesc
 rl_result_desc(FunctionCallInfo fcinfo)
 {
-	/* The type cache keeps its entries for good: one is kept here. */
+	/* The type cache never frees an entry: the last one used is kept. */
 	static TypeCacheEntry *tc = NULL;
 	TupleDesc	desc = (TupleDesc) fcinfo->flinfo->fn_extra;
 	Oid			typid = get_fn_expr_rettype(fcinfo->flinfo);

@@ -14,9 +14,12 @@
  * (rl_stats_reset) bumps a generation number; denials counted before it
  * and not yet added are dropped.
  *
- * Both tables hash a key's used bytes only, not its whole 256-byte slot,
- * and a pending entry keeps its hash for the flush: a batch of a thousand
- * keys denied is a thousand short hashes, not two thousand long ones.
+ * Both tables hash only the used bytes of a key, not its whole 256-byte
+ * slot, and a pending entry keeps its hash for the flush.  An entry denied
+ * again stays in the backend between flushes, its count zeroed, so a
+ * batch of the same thousand keys finds its entries in place: a thousand
+ * short hashes per batch, where there were two thousand long ones and a
+ * table made anew.
  *
  * Copyright (c) 2026, ratelimit developers
  *
