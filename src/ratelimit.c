@@ -22,6 +22,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 
 #include "rl_cache.h"
 #include "rl_local.h"
@@ -108,7 +109,8 @@ static void
 rl_check_many_local(const RlLimiter *limiter, char **keys, int *keylens,
 					const int64 *costs, int n, RlAnswer *answers)
 {
-	uint64		epoch = rl_cache_epoch();
+	/* The shared reset count is read only for a deny cache that is on. */
+	uint64		epoch = rl_deny_cache ? rl_cache_epoch() : 0;
 
 	rl_counters.calls += n;
 	for (int i = 0; i < n; i++)
@@ -235,12 +237,31 @@ rl_answer_tuple(TupleDesc desc, const RlAnswer *answer)
 	return heap_form_tuple(desc, values, nulls);
 }
 
-/* The blessed rl_result descriptor, looked up once per call site. */
+/*
+ * The rl_result descriptor.  The executor makes a new FmgrInfo for every
+ * execution of a statement, so a descriptor kept in fn_extra alone was
+ * looked up again (a syscache search and two copies) on every call of a
+ * prepared statement.  The type cache's own descriptor of the call's
+ * result type is used instead, at once, before anything could invalidate
+ * it; its entry is kept here, so a call does no lookup at all.  A call
+ * with no expression (no result type known) looks the descriptor up.
+ */
 static TupleDesc
 rl_result_desc(FunctionCallInfo fcinfo)
 {
+	/* The type cache never frees an entry: the last one used is kept. */
+	static TypeCacheEntry *tc = NULL;
 	TupleDesc	desc = (TupleDesc) fcinfo->flinfo->fn_extra;
+	Oid			typid = get_fn_expr_rettype(fcinfo->flinfo);
 
+	if (desc == NULL && OidIsValid(typid) && typid != RECORDOID)
+	{
+		/* An invalidated descriptor is NULL until looked up again. */
+		if (tc == NULL || tc->type_id != typid || tc->tupDesc == NULL)
+			tc = lookup_type_cache(typid, TYPECACHE_TUPDESC);
+		if (tc->tupDesc != NULL && tc->tupDesc->natts == 4)
+			return tc->tupDesc;
+	}
 	if (desc == NULL)
 	{
 		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);

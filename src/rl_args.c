@@ -79,17 +79,25 @@ rl_require_args(FunctionCallInfo fcinfo, int nargs)
 	}
 }
 
-/* Spelling is exact: a near miss is an error, not a silent default. */
+/*
+ * Spelling is exact: a near miss is an error, not a silent default.  The
+ * text is compared in place (no copy made on every call); only the error
+ * message copies it.
+ */
 RlAlgorithm
 rl_parse_algorithm(text *algo)
 {
-	char	   *name = text_to_cstring(algo);
+	const char *data = VARDATA_ANY(algo);
+	size_t		len = VARSIZE_ANY_EXHDR(algo);
+	char	   *name;
 
 	for (int i = 0; i < RL_NUM_ALGORITHMS; i++)
 	{
-		if (strcmp(name, rl_algorithm_names[i]) == 0)
+		if (strlen(rl_algorithm_names[i]) == len &&
+			memcmp(data, rl_algorithm_names[i], len) == 0)
 			return (RlAlgorithm) i;
 	}
+	name = text_to_cstring(algo);
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unknown rate limiting algorithm \"%s\"", name),

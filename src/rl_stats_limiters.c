@@ -14,6 +14,13 @@
  * (rl_stats_reset) bumps a generation number; denials counted before it
  * and not yet added are dropped.
  *
+ * Both tables hash only the used bytes of a key, not its whole 256-byte
+ * slot, and a pending entry keeps its hash for the flush.  An entry denied
+ * again stays in the backend between flushes, its count zeroed, so a
+ * batch of the same thousand keys finds its entries in place: a thousand
+ * short hashes per batch, where there were two thousand long ones and a
+ * table made anew.
+ *
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
@@ -25,6 +32,7 @@
 
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
+#include "common/hashfn.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -50,13 +58,14 @@ PG_FUNCTION_INFO_V1(rl_stats_limiters);
 
 typedef struct RlLimiterKey
 {
-	char		key[RL_STATS_KEY_BYTES];	/* zero-padded: hashed whole */
+	char		key[RL_STATS_KEY_BYTES];	/* NUL-terminated; bytes after it unused */
 	int32		algorithm;
 } RlLimiterKey;
 
 typedef struct RlLimiterEntry
 {
 	RlLimiterKey k;
+	uint32		hash;			/* of k, so that a flush need not hash again */
 	int64		denied;
 	TimestampTz last_denied;
 } RlLimiterEntry;
@@ -76,8 +85,61 @@ static HTAB *rl_pending = NULL;
 static uint64 rl_pending_generation = 0;
 static TimestampTz rl_last_flush = 0;
 static RlLimiterEntry *rl_pending_last = NULL;	/* the last one counted */
+static int64 rl_pending_denials = 0;	/* counted since the last flush */
 
 static void rl_stats_flush(TimestampTz now);
+
+/* The hash of a limiter: its key's len used bytes and its algorithm. */
+static inline uint32
+rl_limiter_hash_of(const char *key, size_t len, int32 algorithm)
+{
+	return hash_combine(hash_bytes((const unsigned char *) key, (int) len),
+						(uint32) algorithm);
+}
+
+/* The tables' hash function (HASH_FUNCTION): the used bytes only. */
+static uint32
+rl_limiter_hash(const void *key, Size keysize)
+{
+	const RlLimiterKey *k = (const RlLimiterKey *) key;
+
+	return rl_limiter_hash_of(k->key, strnlen(k->key, RL_STATS_KEY_BYTES),
+							  k->algorithm);
+}
+
+/* The tables' key comparison (HASH_COMPARE): 0 when equal. */
+static int
+rl_limiter_match(const void *key1, const void *key2, Size keysize)
+{
+	const RlLimiterKey *a = (const RlLimiterKey *) key1;
+	const RlLimiterKey *b = (const RlLimiterKey *) key2;
+
+	return a->algorithm == b->algorithm && strcmp(a->key, b->key) == 0 ? 0 : 1;
+}
+
+/* The tables' key copy (HASH_KEYCOPY): the used bytes only. */
+static void *
+rl_limiter_copy(void *dest, const void *src, Size keysize)
+{
+	RlLimiterKey *d = (RlLimiterKey *) dest;
+	const RlLimiterKey *s = (const RlLimiterKey *) src;
+
+	strlcpy(d->key, s->key, RL_STATS_KEY_BYTES);
+	d->algorithm = s->algorithm;
+	return dest;
+}
+
+/* The HASHCTL of both tables. */
+static int
+rl_limiter_hashctl(HASHCTL *info)
+{
+	info->keysize = sizeof(RlLimiterKey);
+	info->entrysize = sizeof(RlLimiterEntry);
+	info->hash = rl_limiter_hash;
+	info->match = rl_limiter_match;
+	info->keycopy = rl_limiter_copy;
+	return HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_KEYCOPY;
+}
 
 /* Asks for the table, its header and its lock (from rl_stats.c's hook). */
 void
@@ -105,11 +167,9 @@ rl_stats_limiters_startup(void)
 		pg_atomic_init_u64(&rl_lim_shared->generation, 0);
 		rl_lim_shared->evicted = 0;
 	}
-	info.keysize = sizeof(RlLimiterKey);
-	info.entrysize = sizeof(RlLimiterEntry);
 	rl_lim_table = ShmemInitHash("ratelimit_stats limiters",
 								 rl_stats_max_limiters, rl_stats_max_limiters,
-								 &info, HASH_ELEM | HASH_BLOBS);
+								 &info, rl_limiter_hashctl(&info));
 }
 
 /* Forgets the pending denials (a reset happened since they were counted). */
@@ -120,6 +180,7 @@ rl_pending_drop(void)
 		hash_destroy(rl_pending);
 	rl_pending = NULL;
 	rl_pending_last = NULL;
+	rl_pending_denials = 0;
 }
 
 /*
@@ -134,9 +195,10 @@ rl_stats_denied(const char *redis_key, RlAlgorithm algorithm)
 {
 	RlLimiterKey k;
 	RlLimiterEntry *e = rl_pending_last;
-	bool		found;
+	bool		found = true;
 	TimestampTz now;
 	uint64		generation;
+	size_t		len;
 
 	if (!rl_stats_enabled || rl_lim_shared == NULL || !rl_stats_have_slot())
 		return;
@@ -146,31 +208,41 @@ rl_stats_denied(const char *redis_key, RlAlgorithm algorithm)
 	if (rl_pending == NULL)
 	{
 		HASHCTL		info;
+		int			flags = rl_limiter_hashctl(&info);
 
-		info.keysize = sizeof(RlLimiterKey);
-		info.entrysize = sizeof(RlLimiterEntry);
 		info.hcxt = TopMemoryContext;
 		rl_pending = hash_create("ratelimit pending denials", 64, &info,
-								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+								 flags | HASH_CONTEXT);
 		rl_pending_generation = generation;
 		e = NULL;
 	}
 	if (e == NULL || e->k.algorithm != algorithm ||
 		strcmp(e->k.key, redis_key) != 0)
 	{
-		memset(&k, 0, sizeof(k));
-		memcpy(k.key, redis_key,
-			   pg_mbcliplen(redis_key, strlen(redis_key), RL_STATS_KEY_BYTES - 1));
+		uint32		hash;
+
+		/* Only a key too long is clipped (a character at a time). */
+		len = strlen(redis_key);
+		if (len > RL_STATS_KEY_BYTES - 1)
+			len = pg_mbcliplen(redis_key, len, RL_STATS_KEY_BYTES - 1);
+		memcpy(k.key, redis_key, len);
+		k.key[len] = '\0';
 		k.algorithm = algorithm;
-		e = hash_search(rl_pending, &k, HASH_ENTER, &found);
+		hash = rl_limiter_hash_of(k.key, len, algorithm);
+		e = hash_search_with_hash_value(rl_pending, &k, hash, HASH_ENTER, &found);
 		if (!found)
+		{
+			e->hash = hash;
 			e->denied = 0;
+		}
 		rl_pending_last = e;
 	}
 	e->denied++;
+	rl_pending_denials++;
 	now = GetCurrentStatementStartTimestamp();
 	e->last_denied = now;
-	if (hash_get_num_entries(rl_pending) >= rl_stats_max_limiters ||
+	/* The table grows only with a new entry: counted only then. */
+	if ((!found && hash_get_num_entries(rl_pending) >= rl_stats_max_limiters) ||
 		TimestampDifferenceExceeds(rl_last_flush, now, RL_STATS_FLUSH_MS))
 		rl_stats_flush(GetCurrentTimestamp());
 }
@@ -212,54 +284,79 @@ rl_stats_evict(void)
 	qsort(all, i, sizeof(RlLimiterEntry *), rl_entry_cmp);
 	victims = Min(victims, i);
 	for (long j = 0; j < victims; j++)
-		hash_search(rl_lim_table, &all[j]->k, HASH_REMOVE, NULL);
+		hash_search_with_hash_value(rl_lim_table, &all[j]->k, all[j]->hash,
+									HASH_REMOVE, NULL);
 	rl_lim_shared->evicted += victims;
 	pfree(all);
 }
 
-/* Adds this backend's pending denials to the shared table. */
+/*
+ * Adds this backend's pending denials to the shared table.  An entry
+ * denied since the last flush stays, its count zeroed, so that a batch of
+ * the same thousand keys every time finds its entries in place instead
+ * of making them anew; one with no denial since goes (by the hash it
+ * keeps, with no hashing), and an empty table is freed.
+ */
 static void
 rl_stats_flush(TimestampTz now)
 {
 	HASH_SEQ_STATUS seq;
 	RlLimiterEntry *e;
+	bool		add;
 
 	rl_last_flush = now;
-	if (rl_pending == NULL)
+	if (rl_pending == NULL || rl_pending_denials == 0)
 		return;
+	rl_pending_last = NULL;
+	rl_pending_denials = 0;
 	LWLockAcquire(rl_lim_shared->lock, LW_EXCLUSIVE);
-	if (pg_atomic_read_u64(&rl_lim_shared->generation) == rl_pending_generation)
+	add = pg_atomic_read_u64(&rl_lim_shared->generation) == rl_pending_generation;
+	hash_seq_init(&seq, rl_pending);
+	while ((e = hash_seq_search(&seq)) != NULL)
 	{
-		hash_seq_init(&seq, rl_pending);
-		while ((e = hash_seq_search(&seq)) != NULL)
-		{
-			RlLimiterEntry *s;
-			bool		found;
+		RlLimiterEntry *s = NULL;
+		bool		found;
 
-			s = hash_search(rl_lim_table, &e->k, HASH_FIND, NULL);
-			if (s == NULL)
+		if (e->denied == 0)
+		{
+			/* Removing the entry just returned is allowed during a scan. */
+			hash_search_with_hash_value(rl_pending, &e->k, e->hash,
+										HASH_REMOVE, NULL);
+			continue;
+		}
+		if (add)
+			s = hash_search_with_hash_value(rl_lim_table, &e->k, e->hash,
+											HASH_FIND, NULL);
+		if (add && s == NULL)
+		{
+			if (hash_get_num_entries(rl_lim_table) >= rl_stats_max_limiters)
+				rl_stats_evict();
+			s = hash_search_with_hash_value(rl_lim_table, &e->k, e->hash,
+											HASH_ENTER_NULL, &found);
+			if (s != NULL)
 			{
-				if (hash_get_num_entries(rl_lim_table) >= rl_stats_max_limiters)
-					rl_stats_evict();
-				s = hash_search(rl_lim_table, &e->k, HASH_ENTER_NULL, &found);
-				if (s == NULL)
-					continue;
+				s->hash = e->hash;
 				s->denied = 0;
 				s->last_denied = 0;
 			}
+		}
+		if (s != NULL)
+		{
 			s->denied += e->denied;
 			s->last_denied = Max(s->last_denied, e->last_denied);
 		}
+		e->denied = 0;
 	}
 	LWLockRelease(rl_lim_shared->lock);
-	rl_pending_drop();
+	if (hash_get_num_entries(rl_pending) == 0 || !add)
+		rl_pending_drop();
 }
 
 /* At exit: this backend's pending limiter denials go to the shared table. */
 static void
 rl_stats_exit(int code, Datum arg)
 {
-	if (rl_pending != NULL && !LWLockHeldByMe(rl_lim_shared->lock))
+	if (rl_pending_denials > 0 && !LWLockHeldByMe(rl_lim_shared->lock))
 		rl_stats_flush(GetCurrentTimestamp());
 }
 
@@ -273,7 +370,8 @@ rl_stats_xact(XactEvent event, void *arg)
 {
 	TimestampTz now;
 
-	if (event != XACT_EVENT_COMMIT || rl_pending == NULL)
+	/* Entries kept after a flush, with no denial since, cost no clock read. */
+	if (event != XACT_EVENT_COMMIT || rl_pending_denials == 0)
 		return;
 	now = GetCurrentTimestamp();
 	if (TimestampDifferenceExceeds(rl_last_flush, now, RL_STATS_FLUSH_MS))
@@ -309,7 +407,8 @@ rl_stats_limiters_reset(void)
 	rl_lim_shared->evicted = 0;
 	hash_seq_init(&seq, rl_lim_table);
 	while ((e = hash_seq_search(&seq)) != NULL)
-		hash_search(rl_lim_table, &e->k, HASH_REMOVE, NULL);
+		hash_search_with_hash_value(rl_lim_table, &e->k, e->hash, HASH_REMOVE,
+									NULL);
 	pg_atomic_fetch_add_u64(&rl_lim_shared->generation, 1);
 	LWLockRelease(rl_lim_shared->lock);
 	rl_pending_drop();

@@ -151,6 +151,20 @@ $st = stats();
 is("$st->{limiters}/$st->{limiters_evicted}", '10/23',
 	'33 keys through a table of 10: 23 least-denied evicted');
 
+# 4b. One session denied on one key across flushes (reading
+# rl_stats_limiters adds the reader's pending denials first).  An entry is
+# kept in the backend for the next flush, its count zeroed: each denial is
+# added once, neither lost nor added again by a later flush.
+my $rep = rl_session($node);
+my $repq = "SELECT denied FROM rl_stats_limiters WHERE key LIKE '%:rep}:fixed_window'";
+rl_run($rep, flood_sql('rep', 1, 4));
+my ($r1) = rl_run($rep, $repq);
+rl_run($rep, flood_sql('rep', 1, 2));
+my ($r2) = rl_run($rep, $repq);
+my ($r3) = rl_run($rep, $repq);
+$rep->quit;
+is("$r1 $r2 $r3", '3 5 5', 'one key denied across flushes: 3, then 5, and reading again adds nothing');
+
 # 5. Round-trip percentiles against a Redis stalled for 200 ms.
 rl_run($admin, 'SELECT rl_stats_reset()');
 my $s = rl_session($node);
