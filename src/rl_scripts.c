@@ -535,7 +535,7 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 			for (int k = 0; k < nn; k++)
 				sent[k] = rl_node_ready(nodes[k]) &&
 					rl_node_send(nodes[k], batch + start[k], nbatch[k]);
-			rl_conn_flush_wal();
+			rl_conn_wait_work();
 			rl_nodes_receive(nodes, nn, sent, got, start, nbatch, deadline);
 
 			m = 0;
