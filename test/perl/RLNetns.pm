@@ -186,6 +186,11 @@ sub leaves
 		my ($here, $there) = map { '10.231.1.' . (4 * $i + $_) } 1, 2;
 		run(qw(ip link add), "rl-l$i", qw(type veth peer name), "rl-x$i", 'netns', $pid);
 		run(qw(ip addr add), "$here/30", 'dev', "rl-l$i");
+		# Small segments (a socket takes its segment size at once): with
+		# the veth's 64 kB ones a socket takes some 46 kB at one write
+		# whatever its send buffer, so a writer that turns away for a
+		# second on a slow link would find much of its data sent anyway.
+		run(qw(ip link set dev), "rl-l$i", qw(gso_max_size 4096));
 		run(qw(ip link set), "rl-l$i", 'up');
 		run(@in, qw(ip link set lo up));
 		run(@in, qw(ip addr add), "$there/30", 'dev', "rl-x$i");

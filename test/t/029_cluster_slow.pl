@@ -10,20 +10,22 @@
 # (RLNetns->leaves): each of the three masters in a namespace of its own,
 # joined to the suite's (PostgreSQL's) by a veth pair that a token bucket
 # narrows to 800 kbit/s (this kernel has no netem: a slow link here is a
-# narrow one).  Socket send buffers are made small in the suite's
-# namespace (tcp_wmem, 16 kB at most).  A master's pipeline of 83 keys of
-# 900 bytes is about 110 kB, some 1.1 s on its link.
+# narrow one).  Send buffers are small in the suite's namespace (tcp_wmem,
+# 16 kB at most) and so are the links' segments (gso_max_size), so a
+# master's pipeline of 83 keys of 900 bytes, about 110 kB and some 1.1 s on
+# its link, goes out only as fast as the link drains it and the backend
+# writes it.
 #
 # A batch of 83 keys on one master measures that master's time T; with
 # command_timeout at 1.4 T, a batch of 250 keys over the three masters
-# (one round trip) must be all Redis's answers, and its time is recorded.
-# Measured on this machine: T 1.10 s, the three masters 1.04 s.
-#
-# Not achieved: this does not tell the one wait from a node-by-node wait.
-# With rl_nodes_receive made to wait node by node (its fallback loop), the
-# batch also took 1.04 s here: the three links were busy at once all the
-# same, so the kernel took more of each pipeline than tcp_wmem's maximum
-# suggests (not diagnosed).  Timings are recorded, not asserted.
+# (one round trip) must be all Redis's answers.  Waiting node by node, the
+# second and third masters' pipelines would go out only as the masters
+# before them answered, and their keys would miss the deadline: with
+# rl_nodes_receive made to wait node by node (its fallback loop) this test
+# fails (measured: T 1.11 s, the batch cut off at the 1.55 s timeout, the
+# policy's answers for the later masters' keys); with the one wait the
+# batch took 1.15 s for T 1.19 s.  Timings are recorded, not asserted; what
+# is asserted is whose answers the rows are.
 
 BEGIN
 {
