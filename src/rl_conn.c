@@ -37,7 +37,6 @@
 
 #include <hiredis/sds.h>
 
-#include "access/xact.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/fd.h"
