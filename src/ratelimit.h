@@ -119,6 +119,7 @@ extern int	rl_stats_max_limiters;
 extern int	rl_trusted_proxy_hops;
 extern int	rl_ipv6_prefix;
 extern double rl_test_clock_ms;
+extern uint64 rl_settings_generation;
 extern void rl_define_settings(void);
 
 /* rl_args.c */

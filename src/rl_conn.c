@@ -37,12 +37,8 @@
 
 #include <hiredis/sds.h>
 
-#include "access/xact.h"
-#include "access/xlog.h"
-#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "pgstat.h"
-#include "postmaster/walwriter.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -114,8 +110,11 @@ static RlNode *rl_cur = NULL;
 /* Replies larger than RL_MAX_REPLY_* are accepted (CLUSTER SLOTS). */
 static bool rl_large_replies = false;
 
-/* The settings of the open connections, or of the last attempt. */
-static char *rl_conn_signature = NULL;
+/*
+ * The rl_settings_generation the open connections (or the last attempt)
+ * were made under; 0 before the first call.
+ */
+static uint64 rl_conn_generation = 0;
 
 /* Failure state shown by rl_status(). */
 static char rl_last_error[256] = "";
@@ -330,35 +329,6 @@ void
 rl_conn_set_current(RlNode *node)
 {
 	rl_cur = node;
-}
-
-/*
- * The settings that name the endpoint and its credentials, as one string:
- * a call whose settings differ from the connection's reconnects, which is
- * how SET and pg_reload_conf() take effect on the next call.  The
- * password enters only as a hash, so no call copies it; the password
- * file by its path (it is read at each connection).
- */
-static char *
-rl_signature(void)
-{
-	uint64		pw_hash;
-	uint64		sentinel_pw_hash;
-
-	pw_hash = hash_bytes_extended((const unsigned char *) rl_redis_password,
-								  strlen(rl_redis_password), 0);
-	sentinel_pw_hash =
-		hash_bytes_extended((const unsigned char *) rl_sentinel_password,
-							strlen(rl_sentinel_password), 0);
-	return psprintf("%s\n%d\n%s\n%d\n%s\n%s\n" UINT64_FORMAT "\n%d\n%s\n%s\n%s\n" UINT64_FORMAT
-					"\n%d\n%s\n%s\n%s\n%s",
-					rl_redis_host, rl_redis_port, rl_redis_socket, rl_redis_db,
-					rl_redis_username, rl_redis_password_file, pw_hash,
-					rl_redis_mode, rl_redis_nodes, rl_sentinel_master,
-					rl_sentinel_username, sentinel_pw_hash,
-					(int) rl_redis_tls, rl_redis_tls_ca_file,
-					rl_redis_tls_cert_file, rl_redis_tls_key_file,
-					rl_redis_tls_server_name);
 }
 
 /*
@@ -771,27 +741,18 @@ rl_flush(RlNode *node, TimestampTz deadline)
 }
 
 /*
- * Work the commit would do anyway, done while Redis runs the request.  A
- * statement that wrote much WAL (a bulk INSERT under the statement
- * trigger) leaves it to be written and flushed at commit; flushing it now
- * overlaps that I/O with Redis's script instead of following it.  The
- * threshold is the WAL writer's own (wal_writer_flush_after), so a
- * transaction of small statements flushes no more often than the WAL
- * writer would; with synchronous_commit off nothing is flushed early.
+ * Work a caller wants done while Redis runs its commands (the statement
+ * trigger's WAL flush, rl_trigger_statement.c): run once the commands are
+ * written, before the wait for their replies, so that the two overlap.
+ * The I/O layer does not know what it is; NULL is nothing.
  */
-static void
-rl_flush_wal_while_waiting(void)
-{
-	XLogRecPtr	upto = XactLastRecEnd;
-	XLogRecPtr	flushed;
+static void (*rl_wait_work) (void) = NULL;
 
-	if (upto == InvalidXLogRecPtr || synchronous_commit <= SYNCHRONOUS_COMMIT_OFF)
-		return;
-	flushed = GetFlushRecPtr(NULL);
-	if (upto <= flushed ||
-		upto - flushed < (uint64) Max(WalWriterFlushAfter, 1) * XLOG_BLCKSZ)
-		return;
-	XLogFlush(upto);
+/* Sets the work to overlap with the waits for Redis; NULL clears it. */
+void
+rl_conn_set_wait_work(void (*work) (void))
+{
+	rl_wait_work = work;
 }
 
 /* The text of the first error reply among replies[0..n), or NULL. */
@@ -899,12 +860,13 @@ rl_free_replies(redisReply **replies, int n)
  * Sends n commands in one write and reads their n replies: one network
  * round trip however many commands.  False when Redis could not be
  * reached in time; the connection is then gone and the failure recorded.
- * Replies are hiredis objects; the caller frees them.  With flush_wal the
- * transaction's pending WAL is flushed while the reply is on its way.
+ * Replies are hiredis objects; the caller frees them.  With overlap the
+ * caller's wait work (rl_conn_set_wait_work) runs while the reply is on
+ * its way.
  */
 bool
 rl_node_roundtrip(RlNode *node, RlCommand *cmds, int n, redisReply **replies,
-				  TimestampTz deadline, bool flush_wal)
+				  TimestampTz deadline, bool overlap)
 {
 	for (int i = 0; i < n; i++)
 		replies[i] = NULL;
@@ -915,8 +877,8 @@ rl_node_roundtrip(RlNode *node, RlCommand *cmds, int n, redisReply **replies,
 	 * An ERROR here leaves the link busy: the next call drops it
 	 * (rl_conn_begin), since its replies were never read.
 	 */
-	if (flush_wal)
-		rl_flush_wal_while_waiting();
+	if (overlap)
+		rl_conn_wait_work();
 	return rl_node_receive(node, replies, n, deadline);
 }
 
@@ -1218,19 +1180,20 @@ rl_conn_discard_busy(void)
 	}
 }
 
-/* The WAL flush a round trip may overlap (see rl_flush_wal_while_waiting). */
+/* Runs the caller's wait work (rl_conn_set_wait_work), if any. */
 void
-rl_conn_flush_wal(void)
+rl_conn_wait_work(void)
 {
-	rl_flush_wal_while_waiting();
+	if (rl_wait_work != NULL)
+		rl_wait_work();
 }
 
 /* A round trip on the current node (rl_conn_ready readied it). */
 bool
 rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
-				  TimestampTz deadline, bool flush_wal)
+				  TimestampTz deadline, bool overlap)
 {
-	return rl_node_roundtrip(rl_cur, cmds, n, replies, deadline, flush_wal);
+	return rl_node_roundtrip(rl_cur, cmds, n, replies, deadline, overlap);
 }
 
 /*
@@ -1642,10 +1605,7 @@ rl_require_preload(void)
 bool
 rl_conn_begin(void)
 {
-	char	   *signature;
-
 	rl_require_preload();
-	signature = rl_signature();
 	rl_cur = rl_standalone_node();
 
 	/* A command cut short by an error left its reply unread: drop it. */
@@ -1655,8 +1615,11 @@ rl_conn_begin(void)
 			rl_discard(rl_nodes[i]);
 	}
 
-	/* New endpoint, mode or credentials: reconnect, and try them at once. */
-	if (rl_conn_signature == NULL || strcmp(signature, rl_conn_signature) != 0)
+	/*
+	 * New endpoint, mode or credentials (rl_guc.c's assign hooks count the
+	 * changes): reconnect, and try them at once.
+	 */
+	if (rl_conn_generation != rl_settings_generation)
 	{
 		rl_discard_all();
 		rl_tls_forget();
@@ -1665,11 +1628,8 @@ rl_conn_begin(void)
 		rl_sentinel_reset();
 		rl_nodes[0]->retry_at = 0;
 		memset(&rl_nodes[0]->scripts, 0, sizeof(RlNodeScripts));
-		if (rl_conn_signature != NULL)
-			pfree(rl_conn_signature);
-		rl_conn_signature = MemoryContextStrdup(TopMemoryContext, signature);
+		rl_conn_generation = rl_settings_generation;
 	}
-	pfree(signature);
 
 	/*
 	 * Settings that cannot work together are configuration errors, answered

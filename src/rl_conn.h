@@ -53,7 +53,7 @@ extern RlNodeScripts *rl_node_scripts(RlNode *node);
 extern bool rl_node_has_functions(const RlNode *node);
 extern bool rl_node_roundtrip(RlNode *node, RlCommand *cmds, int n,
 							  redisReply **replies, TimestampTz deadline,
-							  bool flush_wal);
+							  bool overlap);
 extern bool rl_node_send(RlNode *node, RlCommand *cmds, int n);
 extern bool rl_node_receive(RlNode *node, redisReply **replies, int n,
 							TimestampTz deadline);
@@ -61,7 +61,8 @@ extern void rl_nodes_receive(RlNode **nodes, int nn, bool *ok,
 							 redisReply **replies, const int *start,
 							 const int *nb, TimestampTz deadline);
 extern void rl_conn_discard_busy(void);
-extern void rl_conn_flush_wal(void);
+extern void rl_conn_wait_work(void);
+extern void rl_conn_set_wait_work(void (*work) (void));
 extern bool rl_node_connected(const RlNode *node);
 extern bool rl_node_resting(const RlNode *node);
 extern const char *rl_node_host(const RlNode *node);
@@ -72,7 +73,7 @@ extern RlNode *rl_sentinel_lookup(const char *host, int port);
 extern void rl_node_set_address(RlNode *node, const char *host, int port);
 extern const char *rl_node_failure(const RlNode *node, const char **setting);
 extern bool rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
-							  TimestampTz deadline, bool flush_wal);
+							  TimestampTz deadline, bool overlap);
 extern void rl_conn_failure(bool keep, const char *fmt,...) pg_attribute_printf(2, 3);
 extern void rl_conn_slot_failure(const char *fmt,...) pg_attribute_printf(1, 2);
 extern void rl_conn_misconfigured(const char *setting, const char *fmt,...) pg_attribute_printf(2, 3);

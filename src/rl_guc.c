@@ -66,6 +66,13 @@ int			rl_engine = RL_ENGINE_REDIS;
 int			rl_local_max_entries = 10000;
 int			rl_local_log_entries = 262144;
 
+/*
+ * Bumped by the assign hook of every setting that names the endpoint or
+ * its credentials; rl_conn_begin reconnects when it differs from the
+ * generation its connections were opened under.
+ */
+uint64		rl_settings_generation = 1;
+
 static const struct config_enum_entry rl_failure_mode_options[] = {
 	{"open", RL_FAIL_OPEN, false},
 	{"closed", RL_FAIL_CLOSED, false},
@@ -141,6 +148,60 @@ rl_check_socket(char **newval, void **extra, GucSource source)
 }
 
 /*
+ * The connection settings' assign hooks: a new value bumps
+ * rl_settings_generation, so SET, RESET, a function's SET clause and
+ * pg_reload_conf() take effect at the next call, which reconnects.  An
+ * assign hook runs before the variable takes the new value, so the value
+ * in force is at hand: a reload or SET that leaves the value as it was
+ * keeps the connections.  The hooks run during SIGHUP processing and
+ * when a transaction's settings roll back (again, with the old value:
+ * one more reconnect, harmless), so they only compare and count; no I/O,
+ * nothing that can fail.  The passwords are compared where they are; no
+ * copy is kept.
+ */
+#define RL_ASSIGN_STRING(hook, var) \
+static void \
+hook(const char *newval, void *extra) \
+{ \
+	if ((var) == NULL || newval == NULL || strcmp(newval, (var)) != 0) \
+		rl_settings_generation++; \
+}
+
+#define RL_ASSIGN_INT(hook, var) \
+static void \
+hook(int newval, void *extra) \
+{ \
+	if (newval != (var)) \
+		rl_settings_generation++; \
+}
+
+#define RL_ASSIGN_BOOL(hook, var) \
+static void \
+hook(bool newval, void *extra) \
+{ \
+	if (newval != (var)) \
+		rl_settings_generation++; \
+}
+
+RL_ASSIGN_INT(rl_assign_redis_mode, rl_redis_mode)
+RL_ASSIGN_STRING(rl_assign_redis_nodes, rl_redis_nodes)
+RL_ASSIGN_STRING(rl_assign_redis_host, rl_redis_host)
+RL_ASSIGN_INT(rl_assign_redis_port, rl_redis_port)
+RL_ASSIGN_STRING(rl_assign_redis_socket, rl_redis_socket)
+RL_ASSIGN_INT(rl_assign_redis_db, rl_redis_db)
+RL_ASSIGN_STRING(rl_assign_redis_username, rl_redis_username)
+RL_ASSIGN_STRING(rl_assign_redis_password, rl_redis_password)
+RL_ASSIGN_STRING(rl_assign_redis_password_file, rl_redis_password_file)
+RL_ASSIGN_STRING(rl_assign_sentinel_master, rl_sentinel_master)
+RL_ASSIGN_STRING(rl_assign_sentinel_username, rl_sentinel_username)
+RL_ASSIGN_STRING(rl_assign_sentinel_password, rl_sentinel_password)
+RL_ASSIGN_BOOL(rl_assign_redis_tls, rl_redis_tls)
+RL_ASSIGN_STRING(rl_assign_redis_tls_ca_file, rl_redis_tls_ca_file)
+RL_ASSIGN_STRING(rl_assign_redis_tls_cert_file, rl_redis_tls_cert_file)
+RL_ASSIGN_STRING(rl_assign_redis_tls_key_file, rl_redis_tls_key_file)
+RL_ASSIGN_STRING(rl_assign_redis_tls_server_name, rl_redis_tls_server_name)
+
+/*
  * SHOW, current_setting() and every other view of the password go through
  * here: members of pg_read_all_settings may read superuser-only settings,
  * so the value itself is never shown, to anyone.  Whether one is set
@@ -162,8 +223,9 @@ rl_show_sentinel_password(void)
 }
 
 /*
- * Defined from _PG_init.  Endpoint changes need no hook: each call compares
- * the settings with those its connection was opened with (rl_conn.c).
+ * Defined from _PG_init.  The settings that name the endpoint and its
+ * credentials have an assign hook (above) that tells rl_conn.c to
+ * reconnect.
  */
 void
 rl_define_settings(void)
@@ -177,7 +239,7 @@ rl_define_settings(void)
 							 PGC_SUSET,
 							 0,
 							 NULL,
-							 NULL,
+							 rl_assign_redis_mode,
 							 NULL);
 
 	DefineCustomStringVariable("ratelimit.redis_nodes",
@@ -188,7 +250,7 @@ rl_define_settings(void)
 							   PGC_SUSET,
 							   0,
 							   rl_check_nodes,
-							   NULL,
+							   rl_assign_redis_nodes,
 							   NULL);
 
 	DefineCustomStringVariable("ratelimit.redis_host",
@@ -199,7 +261,7 @@ rl_define_settings(void)
 							   PGC_SUSET,
 							   0,
 							   NULL,
-							   NULL,
+							   rl_assign_redis_host,
 							   NULL);
 
 	DefineCustomIntVariable("ratelimit.redis_port",
@@ -212,7 +274,7 @@ rl_define_settings(void)
 							PGC_SUSET,
 							0,
 							NULL,
-							NULL,
+							rl_assign_redis_port,
 							NULL);
 
 	DefineCustomStringVariable("ratelimit.redis_socket",
@@ -223,7 +285,7 @@ rl_define_settings(void)
 							   PGC_SUSET,
 							   0,
 							   rl_check_socket,
-							   NULL,
+							   rl_assign_redis_socket,
 							   NULL);
 
 	DefineCustomIntVariable("ratelimit.redis_db",
@@ -236,7 +298,7 @@ rl_define_settings(void)
 							PGC_SUSET,
 							0,
 							NULL,
-							NULL,
+							rl_assign_redis_db,
 							NULL);
 
 	DefineCustomStringVariable("ratelimit.redis_username",
@@ -247,7 +309,7 @@ rl_define_settings(void)
 							   PGC_SUSET,
 							   0,
 							   NULL,
-							   NULL,
+							   rl_assign_redis_username,
 							   NULL);
 
 	DefineCustomStringVariable("ratelimit.redis_password",
@@ -258,7 +320,7 @@ rl_define_settings(void)
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
 							   NULL,
-							   NULL,
+							   rl_assign_redis_password,
 							   rl_show_password);
 
 	DefineCustomStringVariable("ratelimit.redis_password_file",
@@ -269,7 +331,7 @@ rl_define_settings(void)
 							   PGC_SUSET,
 							   0,
 							   NULL,
-							   NULL,
+							   rl_assign_redis_password_file,
 							   NULL);
 
 	DefineCustomStringVariable("ratelimit.sentinel_master",
@@ -280,7 +342,7 @@ rl_define_settings(void)
 							   PGC_SUSET,
 							   0,
 							   NULL,
-							   NULL,
+							   rl_assign_sentinel_master,
 							   NULL);
 
 	DefineCustomStringVariable("ratelimit.sentinel_username",
@@ -291,7 +353,7 @@ rl_define_settings(void)
 							   PGC_SUSET,
 							   0,
 							   NULL,
-							   NULL,
+							   rl_assign_sentinel_username,
 							   NULL);
 
 	DefineCustomStringVariable("ratelimit.sentinel_password",
@@ -302,7 +364,7 @@ rl_define_settings(void)
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
 							   NULL,
-							   NULL,
+							   rl_assign_sentinel_password,
 							   rl_show_sentinel_password);
 
 	/*
@@ -332,7 +394,7 @@ rl_define_settings(void)
 							 PGC_SUSET,
 							 0,
 							 NULL,
-							 NULL,
+							 rl_assign_redis_tls,
 							 NULL);
 
 	DefineCustomStringVariable("ratelimit.redis_tls_ca_file",
@@ -343,7 +405,7 @@ rl_define_settings(void)
 							   PGC_SUSET,
 							   0,
 							   NULL,
-							   NULL,
+							   rl_assign_redis_tls_ca_file,
 							   NULL);
 
 	DefineCustomStringVariable("ratelimit.redis_tls_cert_file",
@@ -354,7 +416,7 @@ rl_define_settings(void)
 							   PGC_SUSET,
 							   0,
 							   NULL,
-							   NULL,
+							   rl_assign_redis_tls_cert_file,
 							   NULL);
 
 	DefineCustomStringVariable("ratelimit.redis_tls_key_file",
@@ -365,7 +427,7 @@ rl_define_settings(void)
 							   PGC_SUSET,
 							   0,
 							   NULL,
-							   NULL,
+							   rl_assign_redis_tls_key_file,
 							   NULL);
 
 	DefineCustomStringVariable("ratelimit.redis_tls_server_name",
@@ -376,7 +438,7 @@ rl_define_settings(void)
 							   PGC_SUSET,
 							   0,
 							   NULL,
-							   NULL,
+							   rl_assign_redis_tls_server_name,
 							   NULL);
 
 	DefineCustomIntVariable("ratelimit.connect_timeout",

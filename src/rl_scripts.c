@@ -781,7 +781,7 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 				}
 				sent[k] = ready && rl_node_send(node, batch + start[k], nbatch[k]);
 			}
-			rl_conn_flush_wal();
+			rl_conn_wait_work();
 			rl_nodes_receive(nodes, nn, sent, got, start, nbatch, deadline);
 
 			m = 0;
@@ -839,11 +839,18 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 							pending[i] = true;
 							continue;
 						}
+
+						/*
+						 * The bound concerns this key's slot, not the node:
+						 * the key gets the policy answer, the reply was read
+						 * (the link is in step and stays), and the node goes
+						 * on serving its other keys.
+						 */
 						target[i] = NULL;
 						asking[i] = false;
 						rl_conn_set_current(node);
-						rl_conn_failure(true, "too many cluster redirects for hash slot %d",
-										slot[i]);
+						rl_conn_slot_failure("too many cluster redirects for hash slot %d",
+											 slot[i]);
 						continue;
 					}
 					done[nd] = r;

@@ -73,6 +73,7 @@
 
 #include "access/table.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_proc.h"
@@ -83,6 +84,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "postmaster/walwriter.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -90,6 +92,7 @@
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
+#include "rl_conn.h"
 #include "rl_local.h"
 #include "rl_trigger.h"
 
@@ -429,6 +432,31 @@ rl_read_transition(RlTriggerConf *conf, TriggerData *trigdata)
 #define RL_STATEMENT_CHUNK	64
 
 /*
+ * Work the commit would do anyway, done while Redis runs the statement's
+ * check: the I/O layer runs it once the scripts are written, before it
+ * waits (rl_conn_set_wait_work).  A statement that wrote much WAL (a bulk
+ * INSERT) leaves it to be written and flushed at commit; flushing it now
+ * overlaps that I/O with Redis's script instead of following it.  The
+ * threshold is the WAL writer's own (wal_writer_flush_after), so a
+ * transaction of small statements flushes no more often than the WAL
+ * writer would; with synchronous_commit off nothing is flushed early.
+ */
+static void
+rl_flush_wal_while_waiting(void)
+{
+	XLogRecPtr	upto = XactLastRecEnd;
+	XLogRecPtr	flushed;
+
+	if (upto == InvalidXLogRecPtr || synchronous_commit <= SYNCHRONOUS_COMMIT_OFF)
+		return;
+	flushed = GetFlushRecPtr(NULL);
+	if (upto <= flushed ||
+		upto - flushed < (uint64) Max(WalWriterFlushAfter, 1) * XLOG_BLCKSZ)
+		return;
+	XLogFlush(upto);
+}
+
+/*
  * The statement's end, in either form: checks and consumes the keys'
  * costs, RL_STATEMENT_CHUNK keys per script run, one round trip after
  * the other, in the order the keys first appeared.  Each chunk is all or
@@ -472,29 +500,38 @@ rl_check_groups(RlTriggerConf *conf, RlGroups *groups)
 		n++;
 	}
 
-	/* A cluster: one script per hash slot, in two rounds (rl_trigger_slots.c). */
-	if (rl_redis_mode == RL_MODE_CLUSTER && rl_engine != RL_ENGINE_LOCAL)
+	/* The statement's WAL is flushed while Redis checks its keys. */
+	rl_conn_set_wait_work(rl_flush_wal_while_waiting);
+	PG_TRY();
 	{
-		rl_check_slots(conf, list, which, keys, costs, n, RL_STATEMENT_CHUNK);
-		return;
-	}
+		/* A cluster: one script per hash slot, in two rounds (rl_trigger_slots.c). */
+		if (rl_redis_mode == RL_MODE_CLUSTER && rl_engine != RL_ENGINE_LOCAL)
+			rl_check_slots(conf, list, which, keys, costs, n, RL_STATEMENT_CHUNK);
+		else
+		{
+			for (int start = 0; start < n; start += RL_STATEMENT_CHUNK)
+			{
+				int			len = Min(RL_STATEMENT_CHUNK, n - start);
+				RlAnswer	answer;
+				int			tightest;
 
-	for (int start = 0; start < n; start += RL_STATEMENT_CHUNK)
+				CHECK_FOR_INTERRUPTS();
+				tightest = rl_check_rules(keys + start, limiters + start,
+										  costs + start, len, &answer);
+				if (!answer.allowed)
+					rl_trigger_denied(conf,
+									  tightest >= 0 ?
+									  rl_group_desc(conf, list[which[start + tightest]]) :
+									  NULL,
+									  &answer);
+			}
+		}
+	}
+	PG_FINALLY();
 	{
-		int			len = Min(RL_STATEMENT_CHUNK, n - start);
-		RlAnswer	answer;
-		int			tightest;
-
-		CHECK_FOR_INTERRUPTS();
-		tightest = rl_check_rules(keys + start, limiters + start,
-								  costs + start, len, &answer);
-		if (!answer.allowed)
-			rl_trigger_denied(conf,
-							  tightest >= 0 ?
-							  rl_group_desc(conf, list[which[start + tightest]]) :
-							  NULL,
-							  &answer);
+		rl_conn_set_wait_work(NULL);
 	}
+	PG_END_TRY();
 }
 
 /*

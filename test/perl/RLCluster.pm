@@ -31,6 +31,9 @@ use RLRedis;
 my @clusters;
 
 # RLCluster->new(masters => 3, replicas => 1, full_coverage => 0).
+# In network namespaces (RLNetns): bind => the nodes' address, place =>
+# {index => {bind => ..., wrap => [...]}} for nodes elsewhere, unixsocket
+# => 1 for the suite's own commands (which then no link slows).
 sub new
 {
 	my ($class, %opt) = @_;
@@ -61,14 +64,17 @@ sub new
 	for my $i (0 .. $count - 1)
 	{
 		my $port = $base + $i;
+		my $place = $opt{place}{$i} // {};
+		my $bind = $place->{bind} // $opt{bind} // '127.0.0.1';
 		my $r = bless {
 			name => "$self->{name}$i",
 			dir => File::Spec->rel2abs(PostgreSQL::Test::Utils::tempdir),
 			auth => [],
-			bind => '127.0.0.1',
-			wrap => [],
+			bind => $bind,
+			wrap => $place->{wrap} // [],
 			port => $port,
 			args => [
+				($bind ne '127.0.0.1' ? ('--cluster-announce-ip', $bind) : ()),
 				'--cluster-enabled', 'yes',
 				'--cluster-port', $port + 50,
 				'--cluster-config-file', 'nodes.conf',
@@ -81,6 +87,7 @@ sub new
 				@{ $opt{args} // [] }
 			],
 		}, 'RLRedis';
+		$r->{socket} = "$r->{dir}/$r->{name}.sock" if $opt{unixsocket};
 		push @{ $self->{nodes} }, $r;
 		$r->start or die "redis-server on port $port did not start";
 	}
@@ -88,7 +95,7 @@ sub new
 	my ($out, $err) = ('', '');
 	IPC::Run::run [
 		'redis-cli', '--cluster', 'create',
-		(map { '127.0.0.1:' . $_->port } @{ $self->{nodes} }),
+		(map { $_->host . ':' . $_->port } @{ $self->{nodes} }),
 		'--cluster-replicas', $replicas, '--cluster-yes'
 	  ],
 	  '<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(60);
@@ -115,7 +122,7 @@ sub alive { grep { $_->pid } $_[0]->nodes }
 sub seeds
 {
 	my ($self) = @_;
-	return join ',', map { '127.0.0.1:' . $_->port } $self->nodes;
+	return join ',', map { $_->host . ':' . $_->port } $self->nodes;
 }
 
 # True once every running node says cluster_state:ok and all of them agree

@@ -162,6 +162,56 @@ sub new
 	return $self;
 }
 
+# RLNetns->leaves($n): another layout, for slowing one link alone.  $n
+# namespaces L1..Ln, each joined to the suite's own by a veth pair of its
+# own (10.231.1.4i+1 on the suite's side, 10.231.1.4i+2 in Li); the
+# suite's namespace routes between the leaves.
+# A server in the suite's namespace binds home_addr, which every leaf
+# reaches; leaf_addr($i) and in_leaf($i) place a server in Li; shape($i,
+# $rate) slows what the suite's namespace sends into Li to $rate with a
+# token bucket (tbf: this kernel has no netem, so a slow link is a narrow
+# one, not a delayed one).
+sub leaves
+{
+	my ($class, $n) = @_;
+	die "RLNetns->leaves outside RLNetns::enter_or_skip" unless $ENV{RL_NETNS_INSIDE};
+	my $self = bless { leaves => [] }, $class;
+	run(qw(ip link set lo up));
+	# The leaves reach one another through the suite's namespace.
+	run(qw(sh -c), "'echo 1 > /proc/sys/net/ipv4/ip_forward'");
+	for my $i (1 .. $n)
+	{
+		my $pid = holder();
+		my @in = ('nsenter', '-t', $pid, '-n');
+		my ($here, $there) = map { '10.231.1.' . (4 * $i + $_) } 1, 2;
+		run(qw(ip link add), "rl-l$i", qw(type veth peer name), "rl-x$i", 'netns', $pid);
+		run(qw(ip addr add), "$here/30", 'dev', "rl-l$i");
+		# Small segments (a socket takes its segment size at once): with
+		# the veth's 64 kB ones a socket takes some 46 kB at one write
+		# whatever its send buffer, so a writer that turns away for a
+		# second on a slow link would find much of its data sent anyway.
+		run(qw(ip link set dev), "rl-l$i", qw(gso_max_size 4096));
+		run(qw(ip link set), "rl-l$i", 'up');
+		run(@in, qw(ip link set lo up));
+		run(@in, qw(ip addr add), "$there/30", 'dev', "rl-x$i");
+		run(@in, qw(ip link set), "rl-x$i", 'up');
+		run(@in, qw(ip route add default via), $here);
+		push @{ $self->{leaves} }, { addr => $there, dev => "rl-l$i", in => \@in };
+	}
+	return $self;
+}
+
+sub home_addr { '10.231.1.5' }
+sub leaf_addr { $_[0]->{leaves}[ $_[1] - 1 ]{addr} }
+sub in_leaf { @{ $_[0]->{leaves}[ $_[1] - 1 ]{in} } }
+
+sub shape
+{
+	my ($self, $i, $rate) = @_;
+	run(qw(tc qdisc replace dev), $self->{leaves}[ $i - 1 ]{dev},
+		qw(root tbf rate), $rate, qw(burst 16kb latency 500ms));
+}
+
 sub a_addr { $A_ADDR }
 sub b_addr { $B_ADDR }
 

@@ -490,7 +490,8 @@ fault_done('cluster master killed', $mark);
 # left behind.  (rl_allow_many sends 250 keys per round trip, under 300 kB,
 # and a loopback socket takes about 4 MB at once, so here the node-by-node
 # wait, which gives a late node one look at its socket, answers the same
-# rows: this checks the one wait's results, not a difference.)
+# rows: this checks the one wait's results, not a difference;
+# test/t/029_cluster_slow.pl tells the two apart, over narrowed links.)
 {
 	# CRC16 (XMODEM), Redis's key slot, continued from a state: the keys
 	# share a 900-byte head, so each key costs only its short tail.

@@ -372,6 +372,41 @@ is($no, 't|9', 'TRYAGAIN: another key of the same master is answered by Redis at
 $rc->migrate_end($tslot, $tsrc, $tdst);
 fault_done('cluster TRYAGAIN on a split layered key', $mark);
 
+# Too many redirects concern the keys that hit the bound, not the master:
+# a slot MIGRATING on its master to a node that does not import it sends
+# the key round in a loop (ASK there, MOVED back) until the bound on hops.
+# That key gets the policy's answer; the batch's other keys, on the same
+# master too, are Redis's; the master serves the next call at once, on the
+# same link (no new connection).
+my $lk = (grep { !defined $tsrc->fw_used(redis_key($_, 'fixed_window')) }
+	  grep { $rc->master_of_slot(RLCluster::slot_of(redis_key($_, 'fixed_window')))->port == $tsrc->port }
+	  map { "c21:loop$_" } 1 .. 200)[0];
+my $lslot = RLCluster::slot_of(redis_key($lk, 'fixed_window'));
+my @lothers = grep { RLCluster::slot_of(redis_key($_, 'fixed_window')) != $lslot } map { "c21:lo$_" } 1 .. 30;
+my ($lnear) = grep { $rc->master_of_slot(RLCluster::slot_of(redis_key($_, 'fixed_window')))->port == $tsrc->port } @lothers;
+my @lbatch = ($lk, @lothers);
+my $larr = 'ARRAY[' . join(',', map { "'$_'" } @lbatch) . ']';
+my ($l0) = rl_run($sess, 'SELECT connects, failures FROM rl_status()');
+$mark = fault_mark();
+my $lr = $tsrc->cmd('CLUSTER', 'SETSLOT', $lslot, 'MIGRATING', $rc->id_of($tdst));
+die "SETSLOT failed: ${$lr}" if ref $lr;
+my ($lrows, $lerr) = rl_run($sess,
+	"SELECT string_agg(CASE WHEN remaining IS NULL THEN 'p' ELSE 'r' END, '' ORDER BY n) "
+	  . "FROM rl_allow_many($larr, 'fixed_window', 10, '1 day') WITH ORDINALITY AS t(key, allowed, remaining, retry_after_ms, reset_after_ms, n)");
+like($lerr, qr/too many cluster redirects for hash slot $lslot/, 'redirect loop: the bound on hops is reported')
+  or diag($lerr);
+is($lrows, 'p' . ('r' x @lothers), 'redirect loop: only the looping key gets the policy answer, the batch\'s others are Redis\'s');
+my ($lo) = rl_run($sess, "SELECT allowed, remaining FROM rl_allow('$lnear', 'fixed_window', 10, '1 day')");
+is($lo, 't|8', 'redirect loop: the same master answers another key at once');
+my ($l1) = rl_run($sess, 'SELECT connects, failures FROM rl_status()');
+my ($c0l, $f0l) = split /\|/, $l0;
+my ($c1l, $f1l) = split /\|/, $l1;
+is($c1l, $c0l, 'redirect loop: no link was dropped (no new connection)');
+is($f1l - $f0l, 1, 'redirect loop: one failure recorded');
+$lr = $tsrc->cmd('CLUSTER', 'SETSLOT', $lslot, 'STABLE');
+die "SETSLOT STABLE failed: ${$lr}" if ref $lr;
+fault_done('cluster redirect loop on one slot', $mark);
+
 # Closed mode: a policy answer tells the wait of the key's own node.  The
 # first master's keys come first in the batch, the other masters' are
 # read after it, so "the node touched last" would be a healthy one.
