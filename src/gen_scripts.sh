@@ -48,26 +48,28 @@ emit layered
 # The same code as one Redis Functions library (FUNCTION LOAD once per
 # server, FCALL per check): its functions are made once, at load, not on
 # every call as a script's are.  Function names are global in Redis, so
-# the library and its functions are named by the SHA1 of the code:
-# servers of two versions sharing a Redis each load their own library,
-# and never replace the other's.
+# the library and its functions are named by the SHA1 of the library's
+# whole text (written with a placeholder for the name, then hashed, then
+# named): servers of two versions sharing a Redis each load their own
+# library, and never replace the other's or run it.
 for a in $algorithms; do
 	cat "$dir/$a.lua"
 done | cat "$dir/common.lua" - "$dir/allow.lua" "$dir/layered.lua" > "$tmp"
-id=$(sha1sum "$tmp" | cut -c1-12)
 lib=$(mktemp)
 trap 'rm -f "$tmp" "$lib"' EXIT
 {
-	printf '#!lua name=ratelimit_%s\n' "$id"
+	printf '#!lua name=ratelimit_@ID@\n'
 	# A library is loaded where math and string are not yet there: its
 	# functions find them as globals when they run.
 	grep -v '^local math, string' "$tmp"
 	echo
 	for a in $algorithms; do
-		printf "redis.register_function('rl_%s_%s', function(keys, argv) return rl_allow(keys, argv, %s) end)\n" "$id" "$a" "$a"
+		printf "redis.register_function('rl_@ID@_%s', function(keys, argv) return rl_allow(keys, argv, %s) end)\n" "$a" "$a"
 	done
-	printf "redis.register_function('rl_%s_layered', rl_layered)\n" "$id"
+	printf "redis.register_function('rl_@ID@_layered', rl_layered)\n"
 } > "$lib"
+id=$(sha1sum "$lib" | cut -c1-12)
+sed -i "s/@ID@/$id/g" "$lib"
 if [ "$only" = library ]; then
 	cat "$lib"
 	exit 0

@@ -249,7 +249,8 @@ rl_sentinel_lookup(const char *host, int port)
 /*
  * Points the standalone node at the master the Sentinels named (NULL: back
  * to redis_host/redis_port).  A new address drops the old link, which is
- * idle between calls, and forgets the old server's retry interval.
+ * idle between calls, and forgets what was known of the old server: its
+ * retry interval and what it lost or refused of the scripts.
  */
 void
 rl_node_set_address(RlNode *node, const char *host, int port)
@@ -263,6 +264,7 @@ rl_node_set_address(RlNode *node, const char *host, int port)
 	node->host = host != NULL ? MemoryContextStrdup(TopMemoryContext, host) : NULL;
 	node->port = port;
 	node->retry_at = 0;
+	memset(&node->scripts, 0, sizeof(RlNodeScripts));
 }
 
 /*
@@ -1211,7 +1213,8 @@ rl_link_is_stale(RlNode *node)
 /*
  * Where rl_scripts.c keeps what the node lost (a script, the library) or
  * refuses (Functions): it outlives a reconnect, since the server is the
- * same, and is cleared when the settings change (and with the node).
+ * same, and is cleared when the settings change, when Sentinel names
+ * another master (rl_node_set_address), and with the node.
  */
 RlNodeScripts *
 rl_node_scripts(RlNode *node)

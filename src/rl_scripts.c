@@ -319,7 +319,9 @@ rl_refuse_functions(RlNode *node)
  * ACL refusing it, or a server without the command, means EVALSHA for
  * that node; Redis unable to serve (MISCONF, OOM, READONLY ...) is copied
  * into unavailable (the calls behind it, which found no function, get the
- * policy's answer); anything else is tried again with those calls.
+ * policy's answer); anything else (the server cannot compile or register
+ * the library) is a WARNING and EVALSHA for that node, rather than
+ * sending the library again on every call.
  */
 static void
 rl_library_loaded(RlNode *node, redisReply *r, char *unavailable, size_t len)
@@ -343,8 +345,13 @@ rl_library_loaded(RlNode *node, redisReply *r, char *unavailable, size_t len)
 		rl_refuse_functions(node);
 		return;
 	}
-	elog(DEBUG1, "ratelimit: FUNCTION LOAD failed: %s", r->str);
-	rl_node_scripts(node)->needs_library = true;
+	ereport(WARNING,
+			(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+			 errmsg("Redis server %s:%d did not load the rate limiter's function library",
+					rl_node_host(node), rl_node_port(node)),
+			 errdetail("Redis answered: %s", r->str),
+			 errhint("Checks on this server use EVALSHA until the settings change.")));
+	rl_refuse_functions(node);
 }
 
 /*
@@ -577,12 +584,15 @@ rl_cluster_pause(long ms, TimestampTz deadline)
 /*
  * True when the reply proves the command did not run and tells where to
  * send it again (*to; NULL: route it afresh, *asking: prefix ASKING).
+ * asked says whether it went with ASKING: sent again to the same node
+ * (TRYAGAIN, a lost script), it goes with ASKING again, or an importing
+ * node would only send it back with MOVED.
  * The cluster's own state changes here: a MOVED fixes the slot's entry.
  */
 static bool
 rl_cluster_resend(redisReply *r, RlNode *node, RlCommand *cmd,
 				  RlScriptCall *call, char *numkeys, int *tryagain,
-				  RlNode **to, bool *asking, bool *pause)
+				  RlNode **to, bool asked, bool *asking, bool *pause)
 {
 	int			slot;
 	RlNode	   *target;
@@ -612,6 +622,7 @@ rl_cluster_resend(redisReply *r, RlNode *node, RlCommand *cmd,
 	{
 		(*tryagain)++;
 		*to = node;
+		*asking = asked;
 		*pause = true;
 		return true;
 	}
@@ -619,6 +630,7 @@ rl_cluster_resend(redisReply *r, RlNode *node, RlCommand *cmd,
 	{
 		/* Rebuilt for the node, the loss made good, when next sent. */
 		*to = node;
+		*asking = asked;
 		return true;
 	}
 	if (strncmp(r->str, "READONLY", 8) == 0)
@@ -803,6 +815,7 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 				for (int c = load[k] ? 1 : 0; c < nbatch[k]; m++)
 				{
 					int			i = idx[m];
+					bool		asked = asking[i];
 					redisReply *r;
 
 					c += asking[i] ? 2 : 1;
@@ -830,8 +843,8 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 					if (r != NULL && rl_cluster_resend(r, node, &cmds[i],
 										  calls != NULL ? &calls[i] : NULL,
 										  numkeys != NULL ? numkeys + 12 * i : NULL,
-										  &tryagain[i], &target[i], &asking[i],
-										  &pause))
+										  &tryagain[i], &target[i], asked,
+										  &asking[i], &pause))
 					{
 						freeReplyObject(r);
 						if (++hops[i] <= RL_CLUSTER_MAX_HOPS)
@@ -885,7 +898,7 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 	}
 	PG_CATCH();
 	{
-		rl_free_replies(got, 2 * n);
+		rl_free_replies(got, nslots);
 		rl_free_replies(done, n);
 		rl_free_replies(replies, n);
 		rl_conn_discard_busy();
