@@ -17,6 +17,14 @@
  * that cannot prove who it is would hand it the password.  The SSL_CTX is
  * made for one set of TLS settings and made again when they change.
  *
+ * The same settings serve every node of every mode: the standalone
+ * server, each cluster node, each Sentinel and the master the Sentinels
+ * name.  Without redis_tls_server_name each node is checked against the
+ * address it is reached at, as CLUSTER SLOTS, MOVED or the Sentinel gave
+ * it (an IP address against the certificate's IP entries); with it, that
+ * one name is checked on, and sent as SNI to, all of them, as a managed
+ * service whose nodes share a certificate for one name needs.
+ *
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION

@@ -17,7 +17,8 @@
 #      extension asks the Sentinels over TLS and talks TLS to the master
 #      they name; after SENTINEL FAILOVER the counts are exact on the new
 #      master; a Sentinel whose certificate does not verify gives a
-#      WARNING naming the Sentinel and the setting.
+#      WARNING naming the Sentinel and the setting, an expired
+#      certificate on the master they name one naming the master.
 # The same ratelimit.redis_tls_* settings serve every node: the cluster's
 # masters, the Sentinels and the master they name.  The servers keep their
 # plaintext ports for this suite's own inspection only.  TLS ports
@@ -429,6 +430,19 @@ refused($snode, 'Sentinel, wrong server name', 'ssn',
 		'fail-over: the endpoint is the new master\'s TLS port');
 	$s->quit;
 }
+# The master the Sentinels name shows an expired certificate: the
+# WARNING names the master, not a Sentinel, and the server's setting.
+{
+	my $mport = $top->known_port($r0->port);
+	is($r0->cli('CONFIG', 'SET', 'tls-cert-file', "$dir/expired.crt", 'tls-key-file', "$dir/expired.key"),
+		'OK', 'expired master: the new master now shows an expired certificate');
+	refused($snode, 'Sentinel-named master, expired certificate', 'sexp', [],
+		"(sentinel:mymaster\\@)?127\\.0\\.0\\.1:$mport",
+		'did not verify: certificate has expired', "the Redis server's tls-cert-file");
+	is($r0->cli('CONFIG', 'SET', 'tls-cert-file', "$dir/server.crt", 'tls-key-file', "$dir/server.key"),
+		'OK', 'expired master: the valid certificate is back');
+}
+
 sub redis_key_s
 {
 	my $oid = $snode->safe_psql('postgres',
