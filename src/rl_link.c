@@ -17,6 +17,14 @@
  * that cannot prove who it is would hand it the password.  The SSL_CTX is
  * made for one set of TLS settings and made again when they change.
  *
+ * The same settings serve every node of every mode: the standalone
+ * server, each cluster node, each Sentinel and the master the Sentinels
+ * name.  Without redis_tls_server_name each node is checked against the
+ * address it is reached at, as CLUSTER SLOTS, MOVED or the Sentinel gave
+ * it (an IP address against the certificate's IP entries); with it, that
+ * one name is checked on, and sent as SNI to, all of them, as a managed
+ * service whose nodes share a certificate for one name needs.
+ *
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
@@ -79,6 +87,18 @@ rl_tls_reason(void)
 	}
 	ERR_clear_error();
 	return reason != NULL ? reason : "unknown TLS error";
+}
+
+/*
+ * Empties OpenSSL's error queue before a step, as SSL_get_error needs.
+ * ERR_clear_error walks all of the queue's slots, which a warm call paid
+ * three times; the queue is nearly always empty already.
+ */
+static inline void
+rl_tls_clear(void)
+{
+	if (ERR_peek_error() != 0)
+		ERR_clear_error();
 }
 
 /* Drops the SSL_CTX, so the next TLS connection reads the files again. */
@@ -360,7 +380,7 @@ rl_link_write(redisContext *c, SSL *ssl)
 		size_t		len = Min(sdslen(c->obuf), (size_t) INT_MAX);
 		int			n;
 
-		ERR_clear_error();
+		rl_tls_clear();
 		n = SSL_write(ssl, c->obuf, (int) len);
 		if (n <= 0)
 		{
@@ -400,7 +420,7 @@ rl_link_read(redisContext *c, SSL *ssl, size_t limit)
 	{
 		int			n;
 
-		ERR_clear_error();
+		rl_tls_clear();
 		n = SSL_read(ssl, buf, sizeof(buf));
 		if (n <= 0)
 			return rl_tls_failed(ssl, c, n);
@@ -425,21 +445,25 @@ rl_link_read(redisContext *c, SSL *ssl, size_t limit)
 /*
  * True when an idle link is still good: nothing to read, no close.  A
  * TLS link may hold session tickets the server sent after the
- * handshake, which OpenSSL takes in here; any data is stray.
+ * handshake, which OpenSSL takes in here; any data is stray.  A socket
+ * with nothing to read and nothing held by OpenSSL is answered by the
+ * peek alone, as plain TCP is: a warm call pays no SSL_read for it.
  */
 bool
 rl_link_idle_ok(redisContext *c, SSL *ssl)
 {
 	char		byte;
 	int			n;
+	ssize_t		r;
 
+	r = recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+		return false;
 	if (ssl == NULL)
-	{
-		ssize_t		r = recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-
-		return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
-	}
-	ERR_clear_error();
+		return r < 0;
+	if (r < 0 && !SSL_has_pending(ssl))
+		return true;
+	rl_tls_clear();
 	n = SSL_read(ssl, &byte, 1);
 	if (n <= 0 && SSL_get_error(ssl, n) == SSL_ERROR_WANT_READ)
 	{

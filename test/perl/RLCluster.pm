@@ -30,7 +30,9 @@ use RLRedis;
 
 my @clusters;
 
-# RLCluster->new(masters => 3, replicas => 1, full_coverage => 0).
+# RLCluster->new(masters => 3, replicas => 1, full_coverage => 0,
+# node_args => sub { my ($port) = @_; ... }): node_args gives each node
+# more arguments of its own (028 gives each a TLS port).
 # In network namespaces (RLNetns): bind => the nodes' address, place =>
 # {index => {bind => ..., wrap => [...]}} for nodes elsewhere, unixsocket
 # => 1 for the suite's own commands (which then no link slows).
@@ -84,7 +86,8 @@ sub new
 				'--cluster-replica-validity-factor', 0,
 				# Replicas sync at once, not after the default 5 s.
 				'--repl-diskless-sync-delay', 0,
-				@{ $opt{args} // [] }
+				@{ $opt{args} // [] },
+				$opt{node_args} ? $opt{node_args}->($port) : ()
 			],
 		}, 'RLRedis';
 		$r->{socket} = "$r->{dir}/$r->{name}.sock" if $opt{unixsocket};
@@ -306,7 +309,8 @@ sub migrate_keys
 	{
 		my $keys = $from->cmd('CLUSTER', 'GETKEYSINSLOT', $slot, 100);
 		last unless ref $keys eq 'ARRAY' && @$keys;
-		my $r = $from->cmd('MIGRATE', '127.0.0.1', $to->port, '', 0, 5000,
+		# A node with tls-cluster yes migrates over TLS: to the TLS port.
+		my $r = $from->cmd('MIGRATE', '127.0.0.1', $to->{migrate_port} // $to->port, '', 0, 5000,
 			'KEYS', @$keys);
 		die "MIGRATE failed: ${$r}" if ref $r;
 	}

@@ -18,6 +18,13 @@
 # suite tests the ROLE check with real Sentinels.  remove_replonly ends
 # that before any fail-over (see there).
 #
+# With tls => {port => P, args => [...]} (028) every data node and
+# Sentinel also listens on a TLS port, P, P+1, ... in the order above,
+# with the server arguments given (certificate, key, CA), and they speak
+# TLS among themselves (tls-replication yes): the Sentinels monitor and
+# name the TLS ports, which sentinel_list gives.  The plaintext ports
+# stay, for the suite's own inspection (cli, cmdstat).
+#
 # Every process is killed in an END block, also when the test dies.
 
 package RLSentinel;
@@ -44,6 +51,7 @@ sub new
 		sentinel_password => $opt{sentinel_password} // 'Sentinel-Pw-91c2',
 		data => [],
 		sentinels => [],
+		tls => $opt{tls},
 	}, $class;
 	push @topologies, $self;
 
@@ -58,6 +66,10 @@ sub new
 		last;
 	}
 	die "no free run of 5 ports in 16600-16699" unless defined $base;
+	$self->{base} = $base;
+	my $tls = $self->{tls};
+	# The port the Sentinels know a node by: its TLS port under tls.
+	my $known = sub { $tls ? $tls->{port} + $_[0] - $base : $_[0] };
 
 	my $pw = $self->{password};
 	for my $i (0, 1)
@@ -71,11 +83,13 @@ sub new
 			port => $base + $i,
 			base_args => [
 				'--requirepass', $pw, '--masterauth', $pw,
-				'--repl-diskless-sync-delay', 0
+				'--repl-diskless-sync-delay', 0,
+				$tls ? ('--tls-port', $known->($base + $i),
+					'--tls-replication', 'yes', @{ $tls->{args} }) : ()
 			],
 		}, 'RLRedis';
 		$r->{args} = [ @{ $r->{base_args} },
-			$i == 1 ? ('--replicaof', '127.0.0.1', $base) : () ];
+			$i == 1 ? ('--replicaof', '127.0.0.1', $known->($base)) : () ];
 		push @{ $self->{data} }, $r;
 		$r->start or die "redis-server on port $r->{port} did not start";
 	}
@@ -94,8 +108,15 @@ sub new
 			port => $port,
 		}, 'RLRedis';
 		my $conf = "$dir/sentinel.conf";
-		my $m = $base;
-		my $rp = $base + 1;
+		my $m = $known->($base);
+		my $rp = $known->($base + 1);
+		if ($tls)
+		{
+			my %a = @{ $tls->{args} };
+			my $t = join '', map { (my $k = $_) =~ s/^--//; "$k $a{$_}\n" } sort keys %a;
+			PostgreSQL::Test::Utils::append_to_file($conf,
+				"tls-port " . $known->($port) . "\ntls-replication yes\n$t");
+		}
 		PostgreSQL::Test::Utils::append_to_file($conf, <<EOF);
 port $port
 bind 127.0.0.1
@@ -143,7 +164,21 @@ sub sentinel_password { $_[0]->{sentinel_password} }
 sub sentinel_list
 {
 	my ($self) = @_;
-	return join ',', map { '127.0.0.1:' . $_->port } $self->sentinels;
+	return join ',', map { '127.0.0.1:' . $self->known_port($_->port) } $self->sentinels;
+}
+
+# The port the Sentinels and the extension know a node by (its TLS port
+# under tls), and the node of such a port.
+sub known_port
+{
+	my ($self, $port) = @_;
+	return $self->{tls} ? $self->{tls}{port} + $port - $self->{base} : $port;
+}
+sub known_node
+{
+	my ($self, $port) = @_;
+	my ($n) = grep { $self->known_port($_->port) == $port } $self->data;
+	return $n;
 }
 
 # The data node on a port.
@@ -159,7 +194,8 @@ sub named_by
 {
 	my ($self, $s, $name) = @_;
 	my $r = $s->cli('SENTINEL', 'get-master-addr-by-name', $name // 'mymaster') // '';
-	return $r =~ /^127\.0\.0\.1\n(\d+)$/ ? $1 : undef;
+	my $n = $r =~ /^127\.0\.0\.1\n(\d+)$/ ? $self->known_node($1) : undef;
+	return $n ? $n->port : undef;
 }
 
 # The master's data node once every running Sentinel names the same one;
