@@ -1,12 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * ratelimit.c
- *	  Entry points: rl_allow, rl_peek, rl_reset and rl_status.
+ *	  SQL entry points: rl_allow, rl_peek, rl_reset and rl_status.
  *
- * A check is one EVALSHA of the algorithm's script on the backend's Redis
- * connection; Redis runs it atomically with its own clock, so any number
- * of sessions, on any number of PostgreSQL servers, share one exact
- * limiter.
+ * Each checks its arguments, hands the check to the engine and builds its
+ * row (rl_result, rl_status); _PG_init defines the settings.  The check
+ * itself is rl_engine.c's rl_check_many, whose banner follows one call
+ * from here to Redis and back: one script call of the algorithm on the
+ * backend's Redis connection, which Redis runs atomically with its own
+ * clock, so any number of sessions, on any number of PostgreSQL servers,
+ * share one exact limiter.
  *
  * Copyright (c) 2026, ratelimit developers
  *

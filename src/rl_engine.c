@@ -3,8 +3,39 @@
  * rl_engine.c
  *	  The engine: runs checks and applies the failure policy.
  *
- * One check of one or more keys against Redis (or the local engine), with
- * the deny cache in front and the failure policy behind.
+ * Every check of the extension runs here: rl_allow, rl_peek, rl_allow_many,
+ * rl_acquire and rl_postgrest_guard through rl_check_many; layered rules
+ * and both triggers through rl_check_rules (a statement's keys across
+ * cluster slots are sent by rl_trigger_slots.c, which takes their answers
+ * from rl_take_answers here).  One call, from SQL to the node and back:
+ *
+ *	1. rl_allow (ratelimit.c) checks its arguments and calls rl_check_many.
+ *	2. rl_check_many (here) asks the deny cache (rl_cache.c) first: a key
+ *	   it holds as denied is answered with no round trip.  Then it picks
+ *	   the engine: under ratelimit.engine = local, rl_check_many_local
+ *	   answers from this server's shared memory (rl_local_*.c); else it
+ *	   builds one script call (RlScriptCall) per key for Redis.
+ *	3. rl_run_scripts (rl_scripts.c) sends them as FCALL or EVALSHA: to
+ *	   the standalone server in one pipeline, or, in cluster mode, through
+ *	   rl_run_cluster, which routes each call to its slot's master
+ *	   (rl_cluster.c) and follows MOVED, ASK and TRYAGAIN.
+ *	4. rl_node_send and rl_node_receive / rl_nodes_receive (rl_conn.c)
+ *	   write the commands and wait for the replies on the latch, with the
+ *	   timeouts; a failure is recorded there (rl_conn_failure), on the
+ *	   node the call went to.
+ *	5. rl_take_answers (here) turns each reply into an answer; a call with
+ *	   no reply gets the failure policy's answer (rl_policy_answer_for,
+ *	   rl_policy_answer: open, closed with the node's wait, or an ERROR),
+ *	   counted in rl_status().
+ *	6. rl_check_many counts allowed and denied, remembers a denial in the
+ *	   deny cache, and under ratelimit.enforce = off (rl_apply_enforce)
+ *	   lets a denied call through; rl_allow builds the rl_result row.
+ *
+ * Who does what on a failure: rl_conn.c keeps the link's bookkeeping
+ * (rl_conn_failure and its kin: the node rests for retry_interval, its
+ * link is dropped, rl_status().last_error is set, the WARNING is
+ * rate-limited); this file decides what the caller is answered
+ * meanwhile, and words the policy for that WARNING (rl_policy_words).
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -14,6 +45,8 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include "utils/timestamp.h"
 
 #include "rl_cache.h"
 #include "rl_local.h"
@@ -298,4 +331,136 @@ rl_check_rules_once(char **redis_keys, const RlLimiter *limiters,
 							  epoch);
 	}
 	return tightest;
+}
+
+/* The policy half: answers from replies, and while there are none. */
+
+/*
+ * What the failure policy does with calls while Redis cannot be used, for
+ * the WARNING: an operator reading the log must know whether calls are
+ * being let through.
+ */
+const char *
+rl_policy_words(void)
+{
+	if (!rl_enforce && rl_failure_mode != RL_FAIL_ERROR)
+		return "calls are let through (ratelimit.enforce is off)";
+	switch (rl_failure_mode)
+	{
+		case RL_FAIL_OPEN:
+			return "calls are let through (ratelimit.failure_mode is \"open\")";
+		case RL_FAIL_CLOSED:
+			return "calls are denied (ratelimit.failure_mode is \"closed\")";
+		case RL_FAIL_LOCAL:
+			return "calls are answered by this server's local engine (ratelimit.failure_mode is \"local\")";
+		default:
+			return "calls raise an error (ratelimit.failure_mode is \"error\")";
+	}
+}
+
+/*
+ * The answer while Redis is unavailable, by ratelimit.failure_mode: open
+ * admits, closed denies until the next attempt, error raises.
+ */
+void
+rl_policy_answer(RlAnswer *answer)
+{
+	TimestampTz retry_at = rl_conn_current_retry_at();
+	TimestampTz error_at;
+	const char *error = rl_conn_last_error(&error_at);
+
+	answer->known = false;
+	answer->remaining = 0;
+	answer->reset_after_ms = 0;
+	switch (rl_failure_mode)
+	{
+		case RL_FAIL_OPEN:
+			rl_counters.fail_open++;
+			answer->allowed = true;
+			answer->retry_after_ms = 0;
+			break;
+		case RL_FAIL_CLOSED:
+		case RL_FAIL_LOCAL:		/* the local engine could not answer either */
+			rl_counters.fail_closed++;
+			answer->allowed = false;
+			answer->retry_after_ms = 1;
+			if (retry_at != 0)
+				answer->retry_after_ms =
+					Max(1, TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+														   retry_at));
+			break;
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("Redis server %s is unavailable", rl_conn_endpoint()),
+					 errdetail_internal("%s", error != NULL ? error : ""),
+					 errhint("ratelimit.failure_mode is \"error\"; set it to \"open\" or \"closed\" to answer without Redis.")));
+	}
+}
+
+/*
+ * The policy's answer for call i of the n of the last rl_run_scripts,
+ * with the wait (closed mode) of the node that call went to.
+ */
+void
+rl_policy_answer_for(int i, int n, RlAnswer *answer)
+{
+	RlNode	   *node = rl_scripts_call_node(i, n);
+
+	if (node != NULL)
+		rl_conn_set_current(node);
+	rl_policy_answer(answer);
+}
+
+/* A script's reply {allowed, remaining, retry_after_ms, reset_after_ms}. */
+static bool
+rl_reply_answer(redisReply *reply, RlAnswer *answer)
+{
+	if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 4)
+		return false;
+	for (int i = 0; i < 4; i++)
+	{
+		if (reply->element[i]->type != REDIS_REPLY_INTEGER)
+			return false;
+	}
+	answer->known = true;
+	answer->allowed = reply->element[0]->integer != 0;
+	answer->remaining = reply->element[1]->integer;
+	answer->retry_after_ms = reply->element[2]->integer;
+	answer->reset_after_ms = reply->element[3]->integer;
+	return true;
+}
+
+/*
+ * Turns n script replies into answers and frees them; a missing reply
+ * (Redis refused that call as unavailable) gets the policy's answer, and a
+ * reply of the wrong shape (a foreign script under our SHA, say) is an
+ * ERROR, and the link is dropped: what comes next on it cannot be trusted.
+ */
+void
+rl_take_answers(redisReply **replies, int n, RlAnswer *answers)
+{
+	bool		ok = true;
+
+	for (int i = 0; i < n && ok; i++)
+	{
+		answers[i].known = false;
+		if (replies[i] != NULL)
+			ok = rl_reply_answer(replies[i], &answers[i]);
+	}
+	rl_free_replies(replies, n);
+	if (!ok)
+	{
+		rl_conn_drop();
+		ereport(ERROR,
+				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+				 errmsg("unexpected reply from a rate limiter script"),
+				 errdetail("The connection to Redis was closed; the next call opens a new one.")));
+	}
+	/* Only now, with nothing left to free: under "error" this raises. */
+	for (int i = 0; i < n; i++)
+	{
+		if (!answers[i].known)
+			rl_policy_answer_for(i, n, &answers[i]);
+	}
 }

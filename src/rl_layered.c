@@ -10,6 +10,11 @@
  * rule is polluted by a call another rule refused.  The same script
  * checks a statement trigger's keys, one rule per key.
  *
+ * This file reads the rules (rl_rule[], rl_burst_rule[]) and holds the
+ * SQL entry points rl_allow_layered, rl_peek_layered and rl_reset_layered;
+ * the script call, its counters and its policy answer are rl_engine.c's
+ * (rl_check_rules).
+ *
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
