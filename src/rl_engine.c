@@ -10,15 +10,17 @@
  * from rl_take_answers here).  One call, from SQL to the node and back:
  *
  *	1. rl_allow (ratelimit.c) checks its arguments and calls rl_check_many.
- *	2. rl_check_many (here) asks the deny cache (rl_cache.c) first: a key
- *	   it holds as denied is answered with no round trip.  Then it picks
- *	   the engine: under ratelimit.engine = local, rl_check_many_local
- *	   answers from this server's shared memory (rl_local_*.c); else it
- *	   builds one script call (RlScriptCall) per key for Redis.
+ *	2. rl_check_many (here) picks the engine: under ratelimit.engine =
+ *	   local, rl_check_many_local answers from this server's shared memory
+ *	   (rl_local_*.c); else it builds one script call (RlScriptCall) per
+ *	   key for Redis.  On either, a key the deny cache (rl_cache.c) holds
+ *	   as denied is answered at once, with no check.
  *	3. rl_run_scripts (rl_scripts.c) sends them as FCALL or EVALSHA: to
  *	   the standalone server in one pipeline, or, in cluster mode, through
  *	   rl_run_cluster, which routes each call to its slot's master
- *	   (rl_cluster.c) and follows MOVED, ASK and TRYAGAIN.
+ *	   (rl_cluster.c) and follows MOVED, ASK and TRYAGAIN.  Under
+ *	   ratelimit.failure_mode = local the calls Redis left unanswered are
+ *	   answered by the local engine there.
  *	4. rl_node_send and rl_node_receive / rl_nodes_receive (rl_conn.c)
  *	   write the commands and wait for the replies on the latch, with the
  *	   timeouts; a failure is recorded there (rl_conn_failure), on the
