@@ -20,6 +20,7 @@ OBJS = \
 	src/rl_cluster.o \
 	src/rl_sentinel.o \
 	src/rl_scripts.o \
+	src/rl_engine.o \
 	src/rl_batch.o \
 	src/rl_layered.o \
 	src/rl_trigger.o \

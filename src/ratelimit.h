@@ -193,19 +193,24 @@ rl_counters_ptr(void)
 #define rl_counters (*rl_counters_ptr())
 
 extern void rl_require_preload(void);
-extern const char *rl_policy_words(void);
 
-/* ratelimit.c */
+/* ratelimit.c: the SQL entry points rl_allow, rl_peek, rl_reset, rl_status */
 extern bool rl_preloaded;
-extern void rl_apply_enforce(RlAnswer *answers, int n);
-extern void rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
-						  const int64 *costs, int n, RlAnswer *answers);
 extern HeapTuple rl_answer_tuple(TupleDesc desc, const RlAnswer *answer);
 extern bool rl_delete_keys(char **keys, int n);
 
-/* rl_layered.c: several limiters checked and consumed all or nothing */
+/*
+ * rl_engine.c: runs checks and applies the failure policy (rl_scripts.h
+ * has its reply half, rl_take_answers and rl_policy_answer_for).
+ * rl_check_rules checks several limiters, consumed all or nothing.
+ */
+extern void rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
+						  const int64 *costs, int n, RlAnswer *answers);
 extern int	rl_check_rules(char **redis_keys, const RlLimiter *limiters,
 						   const int64 *costs, int n, RlAnswer *answer);
+extern void rl_apply_enforce(RlAnswer *answers, int n);
+extern void rl_policy_answer(RlAnswer *answer);
+extern const char *rl_policy_words(void);
 
 /* rl_postgrest.c: answers in the form PostgREST turns into HTTP */
 extern bool rl_in_postgrest_request(void);

@@ -20,7 +20,11 @@
  * per call; in a cluster the other nodes go on answering.
  *
  * The failure bookkeeping (rl_conn_failure, rl_conn_succeeded ...) acts on
- * the current node: the one last readied or used for a round trip.
+ * the current node: the one last readied or used for a round trip.  It is
+ * the link's: the node rests, its link is dropped, rl_status().last_error
+ * is set and a WARNING is logged (rate-limited).  What a call is answered
+ * meanwhile, and the WARNING's words for it, are the engine's
+ * (rl_engine.c: rl_policy_answer, rl_policy_words).
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -433,29 +437,6 @@ rl_password(char *buf, size_t size, char *why, size_t whysize)
 }
 
 /*
- * What the failure policy does with calls while Redis cannot be used, for
- * the WARNING: an operator reading the log must know whether calls are
- * being let through.
- */
-const char *
-rl_policy_words(void)
-{
-	if (!rl_enforce && rl_failure_mode != RL_FAIL_ERROR)
-		return "calls are let through (ratelimit.enforce is off)";
-	switch (rl_failure_mode)
-	{
-		case RL_FAIL_OPEN:
-			return "calls are let through (ratelimit.failure_mode is \"open\")";
-		case RL_FAIL_CLOSED:
-			return "calls are denied (ratelimit.failure_mode is \"closed\")";
-		case RL_FAIL_LOCAL:
-			return "calls are answered by this server's local engine (ratelimit.failure_mode is \"local\")";
-		default:
-			return "calls raise an error (ratelimit.failure_mode is \"error\")";
-	}
-}
-
-/*
  * Records a failure: Redis cannot be used for this call and no attempt is
  * made for retry_interval.  "setting" is NULL for an outage (Redis down,
  * stalled, busy) and names the setting to fix for a configuration error
@@ -644,6 +625,16 @@ rl_connect_setting(const RlNode *node, const char *errstr)
 		strstr(errstr, "No address associated") != NULL)
 		return "ratelimit.redis_host";
 	return NULL;
+}
+
+/*
+ * When the current node may be tried again (0: at once), for the failure
+ * policy's closed answer, which tells the caller how long to wait.
+ */
+TimestampTz
+rl_conn_current_retry_at(void)
+{
+	return rl_cur != NULL ? rl_cur->retry_at : 0;
 }
 
 /* A successful round trip ends a run of failures. */
@@ -1698,42 +1689,6 @@ rl_conn_ready(void)
 	if (!rl_conn_begin())
 		return false;
 	return rl_node_ready(rl_standalone_node());
-}
-
-/*
- * The answer while Redis is unavailable, by ratelimit.failure_mode: open
- * admits, closed denies until the next attempt, error raises.
- */
-void
-rl_policy_answer(RlAnswer *answer)
-{
-	answer->known = false;
-	answer->remaining = 0;
-	answer->reset_after_ms = 0;
-	switch (rl_failure_mode)
-	{
-		case RL_FAIL_OPEN:
-			rl_counters.fail_open++;
-			answer->allowed = true;
-			answer->retry_after_ms = 0;
-			break;
-		case RL_FAIL_CLOSED:
-		case RL_FAIL_LOCAL:		/* the local engine could not answer either */
-			rl_counters.fail_closed++;
-			answer->allowed = false;
-			answer->retry_after_ms = 1;
-			if (rl_cur != NULL && rl_cur->retry_at != 0)
-				answer->retry_after_ms =
-					Max(1, TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-														   rl_cur->retry_at));
-			break;
-		default:
-			ereport(ERROR,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("Redis server %s is unavailable", rl_conn_endpoint()),
-					 errdetail_internal("%s", rl_last_error),
-					 errhint("ratelimit.failure_mode is \"error\"; set it to \"open\" or \"closed\" to answer without Redis.")));
-	}
 }
 
 /*

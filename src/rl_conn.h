@@ -79,7 +79,7 @@ extern void rl_conn_slot_failure(const char *fmt,...) pg_attribute_printf(1, 2);
 extern void rl_conn_misconfigured(const char *setting, const char *fmt,...) pg_attribute_printf(2, 3);
 extern const char *rl_reply_setting(const char *reply);
 extern void rl_conn_succeeded(void);
-extern void rl_policy_answer(RlAnswer *answer);
+extern TimestampTz rl_conn_current_retry_at(void);
 extern void rl_free_replies(redisReply **replies, int n);
 extern void rl_conn_drop(void);
 

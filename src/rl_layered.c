@@ -10,6 +10,11 @@
  * rule is polluted by a call another rule refused.  The same script
  * checks a statement trigger's keys, one rule per key.
  *
+ * This file reads the rules (rl_rule[], rl_burst_rule[]) and holds the
+ * SQL entry points rl_allow_layered, rl_peek_layered and rl_reset_layered;
+ * the script call, its counters and its policy answer are rl_engine.c's
+ * (rl_check_rules).
+ *
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
@@ -28,9 +33,7 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
-#include "rl_cache.h"
 #include "rl_scripts.h"
-#include "rl_stats.h"
 
 /* Rules per layered call: enough for any policy, small enough to read. */
 #define RL_MAX_RULES	16
@@ -38,128 +41,6 @@
 PG_FUNCTION_INFO_V1(rl_allow_layered);
 PG_FUNCTION_INFO_V1(rl_peek_layered);
 PG_FUNCTION_INFO_V1(rl_reset_layered);
-
-/*
- * Runs the layered script over n rules, each a Redis key, a limiter and a
- * cost, in one round trip.  Fills *answer (the failure policy's while
- * Redis is unavailable) and returns the 0-based index of the most
- * restrictive rule, or -1 when Redis did not answer.  A single rule (a
- * row trigger's) is answered from the deny cache like rl_allow.
- */
-static int	rl_check_rules_once(char **redis_keys, const RlLimiter *limiters,
-								const int64 *costs, int n, RlAnswer *answer);
-
-int
-rl_check_rules(char **redis_keys, const RlLimiter *limiters,
-			   const int64 *costs, int n, RlAnswer *answer)
-{
-	int			tightest = rl_check_rules_once(redis_keys, limiters, costs, n,
-											   answer);
-
-	rl_apply_enforce(answer, 1);
-	return tightest;
-}
-
-static int
-rl_check_rules_once(char **redis_keys, const RlLimiter *limiters,
-					const int64 *costs, int n, RlAnswer *answer)
-{
-	RlScriptCall call;
-	redisReply *reply = NULL;
-	int			p = 0;
-	int			tightest = 0;
-	uint64		epoch = rl_cache_epoch();
-	char	   *limit = NULL;
-	char	   *window = NULL;
-	char	   *cost = NULL;
-	char	   *burst = NULL;
-	bool		uniform = n > 1;
-
-	rl_counters.calls++;
-	if (n == 1 && rl_cache_lookup(redis_keys[0], &limiters[0], costs[0], answer))
-	{
-		rl_counters.cached++;
-		rl_counters.denied++;
-		rl_stats_denied(redis_keys[0], limiters[0].algorithm);
-		return 0;
-	}
-
-	for (int i = 1; i < n && uniform; i++)
-		uniform = limiters[i].algorithm == limiters[0].algorithm &&
-			limiters[i].limit == limiters[0].limit &&
-			limiters[i].window_us == limiters[0].window_us &&
-			limiters[i].burst == limiters[0].burst;
-
-	/* Each rule's capacity (its burst, or its limit) goes with it. */
-	rl_script_call_init(&call, RL_SCRIPT_LAYERED, n,
-						uniform ? 2 * n + 6 : 6 * n + 1);
-	for (int i = 0; i < n; i++)
-		rl_script_call_set(&call, p++, redis_keys[i]);
-	rl_script_call_set(&call, p++, rl_clock_arg());
-	if (uniform)
-	{
-		/* One limiter for every key (a statement): sent once. */
-		rl_script_call_set(&call, p++, "=");
-		rl_script_call_set(&call, p++, rl_algorithm_name(limiters[0].algorithm));
-		rl_script_call_set(&call, p++, psprintf(INT64_FORMAT, limiters[0].limit));
-		rl_script_call_set(&call, p++, psprintf(INT64_FORMAT, limiters[0].window_us));
-		rl_script_call_set(&call, p++, psprintf(INT64_FORMAT, rl_capacity(&limiters[0])));
-	}
-	for (int i = 0; i < n; i++)
-	{
-		/* A statement's costs repeat: format each run of them once. */
-		if (i == 0 || costs[i] != costs[i - 1])
-			cost = psprintf(INT64_FORMAT, costs[i]);
-		if (!uniform)
-		{
-			if (i == 0 || limiters[i].limit != limiters[i - 1].limit)
-				limit = psprintf(INT64_FORMAT, limiters[i].limit);
-			if (i == 0 || limiters[i].window_us != limiters[i - 1].window_us)
-				window = psprintf(INT64_FORMAT, limiters[i].window_us);
-			if (i == 0 || rl_capacity(&limiters[i]) != rl_capacity(&limiters[i - 1]))
-				burst = psprintf(INT64_FORMAT, rl_capacity(&limiters[i]));
-			rl_script_call_set(&call, p++, rl_algorithm_name(limiters[i].algorithm));
-			rl_script_call_set(&call, p++, limit);
-			rl_script_call_set(&call, p++, window);
-		}
-		rl_script_call_set(&call, p++, cost);
-		if (!uniform)
-			rl_script_call_set(&call, p++, burst);
-	}
-
-	if (!rl_run_scripts(&call, 1, &reply))
-	{
-		rl_policy_answer(answer);
-		return -1;
-	}
-
-	/* The fifth element names the rule; rl_take_answers checks the rest. */
-	if (reply->type == REDIS_REPLY_ARRAY && reply->elements >= 5 &&
-		reply->element[4]->type == REDIS_REPLY_INTEGER &&
-		reply->element[4]->integer >= 1 && reply->element[4]->integer <= n)
-		tightest = (int) reply->element[4]->integer - 1;
-	else
-	{
-		rl_free_replies(&reply, 1);
-		rl_conn_drop();
-		ereport(ERROR,
-				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("unexpected reply from a rate limiter script"),
-				 errdetail("The connection to Redis was closed; the next call opens a new one.")));
-	}
-	rl_take_answers(&reply, 1, answer);
-	if (answer->allowed)
-		rl_counters.allowed++;
-	else
-	{
-		rl_counters.denied++;
-		rl_stats_denied(redis_keys[tightest], limiters[tightest].algorithm);
-		if (n == 1)
-			rl_cache_remember(redis_keys[0], &limiters[0], costs[0], answer,
-							  epoch);
-	}
-	return tightest;
-}
 
 /* Names the rule in the CONTEXT of an error about its values or the cost. */
 static void

@@ -47,6 +47,11 @@
  * is dropped and its keys get the policy's answer; the other nodes'
  * answers stand.
  *
+ * This file sends calls and sorts replies; turning the replies into
+ * answers, and the policy's answer for a call left without one, are
+ * rl_engine.c's (rl_take_answers), which knows from rl_scripts_call_node
+ * which node each call went to.
+ *
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
@@ -1059,66 +1064,12 @@ rl_run_command(RlCommand *cmd, redisReply **reply)
 }
 
 /*
- * The policy's answer for call i of the n of the last rl_run_scripts,
- * with the wait (closed mode) of the node that call went to.
+ * The node call i of the n of the last rl_run_scripts went to, or NULL
+ * (standalone, or not known): the engine gives that call the policy
+ * answer with that node's wait.
  */
-void
-rl_policy_answer_for(int i, int n, RlAnswer *answer)
+RlNode *
+rl_scripts_call_node(int i, int n)
 {
-	if (rl_reply_nodes == n && rl_reply_node[i] != NULL)
-		rl_conn_set_current(rl_reply_node[i]);
-	rl_policy_answer(answer);
-}
-
-/* A script's reply {allowed, remaining, retry_after_ms, reset_after_ms}. */
-static bool
-rl_reply_answer(redisReply *reply, RlAnswer *answer)
-{
-	if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 4)
-		return false;
-	for (int i = 0; i < 4; i++)
-	{
-		if (reply->element[i]->type != REDIS_REPLY_INTEGER)
-			return false;
-	}
-	answer->known = true;
-	answer->allowed = reply->element[0]->integer != 0;
-	answer->remaining = reply->element[1]->integer;
-	answer->retry_after_ms = reply->element[2]->integer;
-	answer->reset_after_ms = reply->element[3]->integer;
-	return true;
-}
-
-/*
- * Turns n script replies into answers and frees them; a missing reply
- * (Redis refused that call as unavailable) gets the policy's answer, and a
- * reply of the wrong shape (a foreign script under our SHA, say) is an
- * ERROR, and the link is dropped: what comes next on it cannot be trusted.
- */
-void
-rl_take_answers(redisReply **replies, int n, RlAnswer *answers)
-{
-	bool		ok = true;
-
-	for (int i = 0; i < n && ok; i++)
-	{
-		answers[i].known = false;
-		if (replies[i] != NULL)
-			ok = rl_reply_answer(replies[i], &answers[i]);
-	}
-	rl_free_replies(replies, n);
-	if (!ok)
-	{
-		rl_conn_drop();
-		ereport(ERROR,
-				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("unexpected reply from a rate limiter script"),
-				 errdetail("The connection to Redis was closed; the next call opens a new one.")));
-	}
-	/* Only now, with nothing left to free: under "error" this raises. */
-	for (int i = 0; i < n; i++)
-	{
-		if (!answers[i].known)
-			rl_policy_answer_for(i, n, &answers[i]);
-	}
+	return rl_reply_nodes == n ? rl_reply_node[i] : NULL;
 }

@@ -27,10 +27,13 @@ typedef struct RlScriptCall
 
 extern bool rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies);
 extern bool rl_run_command(RlCommand *cmd, redisReply **reply);
-extern void rl_take_answers(redisReply **replies, int n, RlAnswer *answers);
-extern void rl_policy_answer_for(int i, int n, RlAnswer *answer);
+extern RlNode *rl_scripts_call_node(int i, int n);
 extern void rl_script_call_init(RlScriptCall *call, int script, int nkeys,
 								int nparams);
 extern void rl_script_call_set(RlScriptCall *call, int i, const char *value);
+
+/* rl_engine.c: script replies into answers, the policy's per call */
+extern void rl_take_answers(redisReply **replies, int n, RlAnswer *answers);
+extern void rl_policy_answer_for(int i, int n, RlAnswer *answer);
 
 #endif							/* RL_SCRIPTS_H */
