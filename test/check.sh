@@ -258,7 +258,7 @@ rl_run_regress_cluster() {
 	t1=$EPOCHREALTIME
 	rl_run_regress regress_cluster regress-cluster "${tests[@]}"
 	t2=$EPOCHREALTIME
-	rl_note "regress_cluster: scripts run per node (EVALSHA + EVAL calls):" \
+	rl_note "regress_cluster: scripts run per node (FCALL + EVALSHA + EVAL calls):" \
 		"$(rl_cluster_script_calls)"
 	rl_psql check -q \
 		-c "ALTER SYSTEM RESET ratelimit.redis_mode" \

@@ -100,13 +100,14 @@ rl_start_cluster() {
 	return 1
 }
 
-# "port=N ..." for every node: the Lua scripts it ran (INFO commandstats),
-# which shows how the work spread over the masters (replicas show 0).
+# "port=N ..." for every node: the checks it ran (INFO commandstats:
+# FCALL, EVALSHA, EVAL), which shows how the work spread over the masters
+# (replicas show 0).
 rl_cluster_script_calls() {
 	local p n out=()
 	for p in "${RL_CLUSTER_PORTS[@]}"; do
 		n=$(redis-cli -p "$p" INFO commandstats 2>/dev/null |
-			awk -F '[=,]' '/^cmdstat_(evalsha|eval):/ { s += $2 } END { print s + 0 }')
+			awk -F '[=,]' '/^cmdstat_(fcall|evalsha|eval):/ { s += $2 } END { print s + 0 }')
 		out+=("$p=$n")
 	done
 	echo "${out[*]}"
