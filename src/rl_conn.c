@@ -338,46 +338,49 @@ rl_conn_set_current(RlNode *node)
 }
 
 /*
- * The password to send, into buf: the first line of redis_password_file
- * when that is set (it then wins over redis_password), else
- * redis_password.  The file is read afresh at each connection, so a new
- * password needs no reload; it is refused unless only its owner may read
- * it, as libpq refuses a .pgpass that group or others can read.  False,
- * with the reason in "why", when the file cannot be used; no reason ever
- * quotes the file's content.
+ * The password setting that serves node: the Sentinels' own, or Redis's;
+ * its _file form when that is set (it then wins over the value).
+ */
+static const char *
+rl_password_setting(const RlNode *node)
+{
+	if (node != NULL && node->sentinel)
+		return rl_sentinel_password_file[0] != '\0' ?
+			"ratelimit.sentinel_password_file" : "ratelimit.sentinel_password";
+	return rl_redis_password_file[0] != '\0' ?
+		"ratelimit.redis_password_file" : "ratelimit.redis_password";
+}
+
+/*
+ * The password to send to rl_cur, into buf: the first line of the
+ * password file when one is set (redis_password_file, or for a Sentinel
+ * sentinel_password_file), else the password setting.  The file is read
+ * afresh at each connection, so a new password needs no reload; it is
+ * refused unless only its owner may read it, as libpq refuses a .pgpass
+ * that group or others can read.  False, with the reason in "why", when
+ * the password cannot be used; no reason ever quotes the file's content.
  */
 static bool
 rl_password(char *buf, size_t size, char *why, size_t whysize)
 {
-	const char *path = rl_redis_password_file;
+	bool		sentinel = rl_cur != NULL && rl_cur->sentinel;
+	const char *path = sentinel ? rl_sentinel_password_file : rl_redis_password_file;
+	const char *value = sentinel ? rl_sentinel_password : rl_redis_password;
+	const char *setting = rl_password_setting(rl_cur);
 	struct stat st;
 	int			fd;
 	ssize_t		n;
 	size_t		len;
 
-	/* A Sentinel has its own credentials (rl_connect readies rl_cur). */
-	if (rl_cur != NULL && rl_cur->sentinel)
-	{
-		if (strlen(rl_sentinel_password) > size - 2)
-		{
-			snprintf(why, whysize,
-					 "ratelimit.sentinel_password is longer than %d bytes",
-					 (int) size - 2);
-			return false;
-		}
-		strlcpy(buf, rl_sentinel_password, size);
-		return true;
-	}
 	if (path[0] == '\0')
 	{
-		if (strlen(rl_redis_password) > size - 2)
+		if (strlen(value) > size - 2)
 		{
-			snprintf(why, whysize,
-					 "ratelimit.redis_password is longer than %d bytes",
-					 (int) size - 2);
+			snprintf(why, whysize, "%s is longer than %d bytes",
+					 setting, (int) size - 2);
 			return false;
 		}
-		strlcpy(buf, rl_redis_password, size);
+		strlcpy(buf, value, size);
 		return true;
 	}
 
@@ -385,24 +388,22 @@ rl_password(char *buf, size_t size, char *why, size_t whysize)
 	fd = OpenTransientFile(path, O_RDONLY | O_NONBLOCK | PG_BINARY);
 	if (fd < 0)
 	{
-		snprintf(why, whysize,
-				 "could not open ratelimit.redis_password_file \"%s\": %s",
-				 path, strerror(errno));
+		snprintf(why, whysize, "could not open %s \"%s\": %s",
+				 setting, path, strerror(errno));
 		return false;
 	}
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
 	{
-		snprintf(why, whysize,
-				 "ratelimit.redis_password_file \"%s\" is not a regular file",
-				 path);
+		snprintf(why, whysize, "%s \"%s\" is not a regular file",
+				 setting, path);
 		CloseTransientFile(fd);
 		return false;
 	}
 	if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
 	{
 		snprintf(why, whysize,
-				 "ratelimit.redis_password_file \"%s\" has group or world access (mode %04o); it must be u=rw (0600) or less",
-				 path, (unsigned int) (st.st_mode & 07777));
+				 "%s \"%s\" has group or world access (mode %04o); it must be u=rw (0600) or less",
+				 setting, path, (unsigned int) (st.st_mode & 07777));
 		CloseTransientFile(fd);
 		return false;
 	}
@@ -410,9 +411,8 @@ rl_password(char *buf, size_t size, char *why, size_t whysize)
 	CloseTransientFile(fd);
 	if (n < 0)
 	{
-		snprintf(why, whysize,
-				 "could not read ratelimit.redis_password_file \"%s\": %s",
-				 path, strerror(errno));
+		snprintf(why, whysize, "could not read %s \"%s\": %s",
+				 setting, path, strerror(errno));
 		return false;
 	}
 	buf[n] = '\0';
@@ -421,16 +421,15 @@ rl_password(char *buf, size_t size, char *why, size_t whysize)
 	{
 		explicit_bzero(buf, size);
 		snprintf(why, whysize,
-				 "the first line of ratelimit.redis_password_file \"%s\" is longer than %d bytes",
-				 path, (int) size - 2);
+				 "the first line of %s \"%s\" is longer than %d bytes",
+				 setting, path, (int) size - 2);
 		return false;
 	}
 	explicit_bzero(buf + len, size - len);
 	if (len == 0)
 	{
-		snprintf(why, whysize,
-				 "the first line of ratelimit.redis_password_file \"%s\" is empty",
-				 path);
+		snprintf(why, whysize, "the first line of %s \"%s\" is empty",
+				 setting, path);
 		return false;
 	}
 	return true;
@@ -1335,9 +1334,7 @@ rl_connect(RlNode *node)
 
 	if (!rl_password(password, sizeof(password), why, sizeof(why)))
 	{
-		rl_conn_misconfigured(rl_redis_password_file[0] != '\0' ?
-							  "ratelimit.redis_password_file" :
-							  "ratelimit.redis_password", "%s", why);
+		rl_conn_misconfigured(rl_password_setting(node), "%s", why);
 		return false;
 	}
 

@@ -44,6 +44,7 @@ char	   *rl_redis_password_file = NULL;
 char	   *rl_sentinel_master = NULL;
 char	   *rl_sentinel_username = NULL;
 char	   *rl_sentinel_password = NULL;
+char	   *rl_sentinel_password_file = NULL;
 int			rl_sentinel_check_interval = 1000;
 bool		rl_redis_tls = false;
 char	   *rl_redis_tls_ca_file = NULL;
@@ -195,6 +196,7 @@ RL_ASSIGN_STRING(rl_assign_redis_password_file, rl_redis_password_file)
 RL_ASSIGN_STRING(rl_assign_sentinel_master, rl_sentinel_master)
 RL_ASSIGN_STRING(rl_assign_sentinel_username, rl_sentinel_username)
 RL_ASSIGN_STRING(rl_assign_sentinel_password, rl_sentinel_password)
+RL_ASSIGN_STRING(rl_assign_sentinel_password_file, rl_sentinel_password_file)
 RL_ASSIGN_BOOL(rl_assign_redis_tls, rl_redis_tls)
 RL_ASSIGN_STRING(rl_assign_redis_tls_ca_file, rl_redis_tls_ca_file)
 RL_ASSIGN_STRING(rl_assign_redis_tls_cert_file, rl_redis_tls_cert_file)
@@ -366,6 +368,17 @@ rl_define_settings(void)
 							   NULL,
 							   rl_assign_sentinel_password,
 							   rl_show_sentinel_password);
+
+	DefineCustomStringVariable("ratelimit.sentinel_password_file",
+							   "File whose first line is the Sentinels' password; read at each connection.",
+							   "It must not be readable by group or others.  When set, sentinel_password is not used.",
+							   &rl_sentinel_password_file,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   NULL,
+							   rl_assign_sentinel_password_file,
+							   NULL);
 
 	/*
 	 * After SENTINEL FAILOVER the old master stays writable for about ten

@@ -83,9 +83,12 @@ rl_sentinel_reply_setting(const char *reply)
 		strncmp(reply, "ERR invalid password", 20) == 0 ||
 		strncmp(reply, "ERR AUTH", 8) == 0 ||
 		strncmp(reply, "ERR Client sent AUTH", 20) == 0)
-		return "ratelimit.sentinel_password and ratelimit.sentinel_username";
+		return rl_sentinel_password_file[0] != '\0' ?
+			"ratelimit.sentinel_password_file and ratelimit.sentinel_username" :
+			"ratelimit.sentinel_password and ratelimit.sentinel_username";
 	if (strncmp(reply, "NOAUTH", 6) == 0)
-		return "ratelimit.sentinel_password";
+		return rl_sentinel_password_file[0] != '\0' ?
+			"ratelimit.sentinel_password_file" : "ratelimit.sentinel_password";
 	if (strncmp(reply, "NOPERM", 6) == 0)
 		return "the Sentinel ACL of ratelimit.sentinel_username";
 	if (strncmp(reply, "ERR unknown command", 19) == 0)

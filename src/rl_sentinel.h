@@ -19,6 +19,7 @@
 extern char *rl_sentinel_master;
 extern char *rl_sentinel_username;
 extern char *rl_sentinel_password;
+extern char *rl_sentinel_password_file;
 extern int	rl_sentinel_check_interval;
 
 extern bool rl_sentinel_check(void);

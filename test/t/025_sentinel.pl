@@ -184,6 +184,43 @@ my %distinct = map { $_ => 1 } grep { defined } values %warning;
 is(scalar keys %distinct, 4, 'misconfigurations: four distinct WARNINGs');
 fault_done('Sentinel misconfigurations', $mark);
 
+# 4b. The Sentinels' password from ratelimit.sentinel_password_file: it
+# wins over sentinel_password, is refused when others may read it, and
+# a wrong one names the file's setting.  Its content is never shown.
+$mark = fault_mark();
+{
+	my $dir = PostgreSQL::Test::Utils::tempdir;
+	my %file;
+	for ([ good => $spw, 0600 ], [ wrong => 'Wrong-Sentinel-File-Pw-7070', 0600 ],
+		[ open => $spw, 0640 ])
+	{
+		my ($name, $pw, $mode) = @$_;
+		$file{$name} = "$dir/sentinel-$name.pw";
+		open my $fh, '>', $file{$name} or die "$file{$name}: $!";
+		print $fh "$pw\n";
+		close $fh;
+		chmod $mode, $file{$name};
+	}
+	($out, $err) = run_sql("SET ratelimit.sentinel_password = '$wrong';\n"
+		  . "SET ratelimit.sentinel_password_file = '$file{good}';\n"
+		  . sprintf($call, 'pwfile') . ";\n$status");
+	@lines = split /\n/, $out;
+	is($lines[0], 't|999999999', 'sentinel_password_file: the password from the file serves (over a wrong sentinel_password)');
+	is($err, '', 'sentinel_password_file: no WARNING');
+	misconfigured('wrong password in sentinel_password_file',
+		"SET ratelimit.sentinel_password_file = '$file{wrong}'",
+		qr/WARNING:  ratelimit cannot use Redis server sentinel:mymaster: check ratelimit\.sentinel_password_file and ratelimit\.sentinel_username; calls are let through/,
+		qr/DETAIL:  misconfigured \(ratelimit\.sentinel_password_file and ratelimit\.sentinel_username\): Sentinel 127\.0\.0\.1:\d+: Redis refused the connection: WRONGPASS/,
+		qr/\|1\|1\|misconfigured \(ratelimit\.sentinel_password_file and ratelimit\.sentinel_username\)/);
+	misconfigured('sentinel_password_file readable by its group',
+		"SET ratelimit.sentinel_password_file = '$file{open}'",
+		qr/WARNING:  ratelimit cannot use Redis server sentinel:mymaster: check ratelimit\.sentinel_password_file; calls are let through/,
+		qr/DETAIL:  misconfigured \(ratelimit\.sentinel_password_file\): Sentinel 127\.0\.0\.1:\d+: ratelimit\.sentinel_password_file "\Q$file{open}\E" has group or world access \(mode 0640\)/,
+		qr/\|1\|1\|misconfigured \(ratelimit\.sentinel_password_file\)/);
+	unlike($printed, qr/Wrong-Sentinel-File-Pw-7070/, 'sentinel_password_file: its content in no message');
+}
+fault_done('Sentinel password from a file: served, wrong, readable by others', $mark);
+
 # Background sessions that call rl_allow on one key for some seconds and
 # report "answered|policy".
 $node->safe_psql('postgres', q{
