@@ -315,13 +315,14 @@ for my $algo (@ALGOS)
 
 sub slowlog_worst
 {
-	# {key substring => worst duration in us} of the EVALSHA calls logged.
+	# {key => worst duration in us} of the script calls logged (FCALL,
+	# EVALSHA, EVAL: the key is the fourth argument of each).
 	my %worst;
 	my $log = $redis->cmd('SLOWLOG', 'GET', 10000);
 	for my $e (@$log)
 	{
 		my ($dur, $args) = ($e->[2], $e->[3]);
-		next unless ref $args && lc($args->[0]) =~ /^eval/;
+		next unless ref $args && lc($args->[0]) =~ /^(eval|fcall)/;
 		my $k = $args->[3] // '';
 		$worst{$k} = $dur if !defined $worst{$k} || $dur > $worst{$k};
 	}
