@@ -21,6 +21,7 @@ use File::Spec;
 use IPC::Run;
 use Time::HiRes qw(time usleep);
 
+use RLTls qw(rl_tls_ca rl_tls_cert);
 use RLRedis qw(rl_session rl_run rl_start rl_finish rl_wait_extension rl_wait_for
   rl_status_of fact);
 
@@ -30,38 +31,10 @@ my $secret = 'Tls-Secret-7c41';
 
 # --- certificates: a CA, the server's (127.0.0.1 and localhost), a
 # client's, and a second CA that signed none of them.
-sub openssl
-{
-	my @cmd = ('openssl', @_);
-	my ($out, $err) = ('', '');
-	IPC::Run::run(\@cmd, '>', \$out, '2>', \$err)
-	  or die "openssl @_: $err";
-}
-sub make_ca
-{
-	my ($name) = @_;
-	openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
-		'-nodes', '-keyout', "$dir/$name.key", '-out', "$dir/$name.crt",
-		'-days', '2', '-subj', "/CN=ratelimit test $name");
-}
-sub make_cert
-{
-	my ($name, $ca, $ext) = @_;
-	open my $fh, '>', "$dir/$name.ext" or die;
-	print $fh "$ext\n";
-	close $fh;
-	openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-		'-keyout', "$dir/$name.key", '-out', "$dir/$name.csr",
-		'-subj', "/CN=ratelimit test $name");
-	openssl('x509', '-req', '-in', "$dir/$name.csr", '-CA', "$dir/$ca.crt",
-		'-CAkey', "$dir/$ca.key", '-CAcreateserial', '-days', '2',
-		'-out', "$dir/$name.crt", '-extfile', "$dir/$name.ext");
-	chmod 0600, "$dir/$name.key";
-}
-make_ca('ca');
-make_ca('other-ca');
-make_cert('server', 'ca', "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth");
-make_cert('client', 'ca', "extendedKeyUsage=clientAuth");
+rl_tls_ca($dir, 'ca');
+rl_tls_ca($dir, 'other-ca');
+rl_tls_cert($dir, 'server', 'ca', 2, "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth");
+rl_tls_cert($dir, 'client', 'ca', 2, "extendedKeyUsage=clientAuth");
 
 # --- one redis-server with a TLS port and a plaintext port.
 sub free_port

@@ -34,6 +34,7 @@ use File::Spec;
 use IPC::Run;
 use Time::HiRes qw(time usleep);
 
+use RLTls qw(rl_tls_ca rl_tls_cert);
 use RLRedis qw(rl_node rl_session rl_run rl_start rl_finish rl_wait_extension
   rl_wait_for rl_status_of fact);
 use RLCluster;
@@ -44,40 +45,11 @@ my $t_start = time;
 
 # --- certificates: a CA, the servers' (127.0.0.1 and localhost), an
 # expired one of the same names, and a second CA that signed none.
-sub openssl
-{
-	my @cmd = ('openssl', @_);
-	my ($out, $err) = ('', '');
-	IPC::Run::run(\@cmd, '>', \$out, '2>', \$err)
-	  or die "openssl @_: $err";
-}
-sub make_ca
-{
-	my ($name) = @_;
-	openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
-		'-nodes', '-keyout', "$dir/$name.key", '-out', "$dir/$name.crt",
-		'-days', '2', '-subj', "/CN=ratelimit test $name");
-}
-sub make_cert
-{
-	my ($name, $ca, $days, $ext) = @_;
-	open my $fh, '>', "$dir/$name.ext" or die;
-	print $fh "$ext\n";
-	close $fh;
-	openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-		'-keyout', "$dir/$name.key", '-out', "$dir/$name.csr",
-		'-subj', "/CN=ratelimit test $name");
-	# -days -1: valid until a day before it was made, i.e. expired.
-	openssl('x509', '-req', '-in', "$dir/$name.csr", '-CA', "$dir/$ca.crt",
-		'-CAkey', "$dir/$ca.key", '-CAcreateserial', '-days', $days,
-		'-out', "$dir/$name.crt", '-extfile', "$dir/$name.ext");
-	chmod 0600, "$dir/$name.key";
-}
 my $san = "subjectAltName=IP:127.0.0.1,DNS:localhost";
-make_ca('ca');
-make_ca('other-ca');
-make_cert('server', 'ca', 2, $san);
-make_cert('expired', 'ca', -1, $san);
+rl_tls_ca($dir, 'ca');
+rl_tls_ca($dir, 'other-ca');
+rl_tls_cert($dir, 'server', 'ca', 2, $san);
+rl_tls_cert($dir, 'expired', 'ca', -1, $san);
 my @server_tls = ('--tls-cert-file', "$dir/server.crt", '--tls-key-file', "$dir/server.key",
 	'--tls-ca-cert-file', "$dir/ca.crt", '--tls-auth-clients', 'no');
 
