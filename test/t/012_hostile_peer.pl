@@ -463,7 +463,7 @@ $mark = fault_mark();
 		  . "within the timeouts, then the real Redis's answer");
 	fact('figure.012', "hostile peer: random campaign of $done cases (seed $seed)"
 		  . ($asan_node ? ', under AddressSanitizer (its runtime loaded with the library: '
-			  . 'the stack and globals of the extension checked)' : ", without AddressSanitizer: $asan_why"));
+			  . 'the extension\'s globals checked)' : ", without AddressSanitizer: $asan_why"));
 }
 fault_done('hostile peer: random campaign' . ($asan_node ? ' under AddressSanitizer' : ''), $mark);
 
@@ -584,10 +584,15 @@ sub asan_node
 	return (undef, undef, 'gcc has no libasan (gcc -print-file-name=libasan.so)')
 	  unless $libasan =~ m{^/} && -e $libasan;
 	# The server binary is not built with ASan: the runtime comes in with
-	# the library (verify_asan_link_order=0) and checks the stack and
-	# globals of the extension's own code.  (Preloading the runtime into
-	# the server, to check the heap too, hangs it in bindtextdomain()
-	# with Debian 12's gcc 12 and glibc, so it is not tried.)
+	# the library (verify_asan_link_order=0) and checks the extension's
+	# globals.  Not its stack (--param asan-stack=0): PostgreSQL, not
+	# built with ASan, leaves every ERROR by siglongjmp, which this
+	# runtime cannot intercept, so the poison of the frames it unwinds
+	# stays on the stack, and a later call's own locals were reported as
+	# overflowed (a stack-buffer-overflow on rl_connect's first argv
+	# slot, seen in CI).  Preloading the runtime into the server, which
+	# would intercept it and check the heap too, hangs the server in
+	# bindtextdomain() with Debian 12's gcc 12 and glibc.
 	my $dir = PostgreSQL::Test::Utils::tempdir;
 	make_path("$dir/src/src", "$dir/report");
 	for my $d (qw(src lua sql))
@@ -601,7 +606,7 @@ sub asan_node
 	unlink "$dir/src/src/rl_scripts_gen.h", glob("$dir/src/src/*.o"), glob("$dir/src/src/*.bc");
 	my $log = "$dir/build.log";
 	system("make -C '$dir/src' -s with_llvm=no "
-		  . "PG_CFLAGS='-fsanitize=address -fno-omit-frame-pointer -g' "
+		  . "PG_CFLAGS='-fsanitize=address --param asan-stack=0 -fno-omit-frame-pointer -g' "
 		  . "PG_LDFLAGS=-fsanitize=address > '$log' 2>&1") == 0
 	  or return (undef, undef, 'the ASan build failed: ' . slurp_file($log));
 	my $so = "$dir/src/ratelimit.so";
