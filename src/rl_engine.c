@@ -95,6 +95,23 @@ rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
 }
 
 /*
+ * The deny cache's answer for rkey, when it holds a denial that still
+ * stands: counted as a cached denial here, so that every entry point
+ * counts it alike.
+ */
+static bool
+rl_cached_denial(const char *rkey, const RlLimiter *limiter, int64 cost,
+				 RlAnswer *answer)
+{
+	if (!rl_cache_lookup(rkey, limiter, cost, answer))
+		return false;
+	rl_counters.cached++;
+	rl_counters.denied++;
+	rl_stats_denied(rkey, limiter->algorithm);
+	return true;
+}
+
+/*
  * rl_check_many on the local engine: each key answered at once, with
  * nothing built for Redis (no script call, no reply).
  */
@@ -110,11 +127,9 @@ rl_check_many_local(const RlLimiter *limiter, char **keys, int *keylens,
 	{
 		char	   *rkey = rl_redis_key(keys[i], keylens[i], limiter, false);
 
-		if (rl_cache_lookup(rkey, limiter, costs[i], &answers[i]))
+		if (rl_cached_denial(rkey, limiter, costs[i], &answers[i]))
 		{
-			rl_counters.cached++;
-			rl_counters.denied++;
-			rl_stats_denied(rkey, limiter->algorithm);
+			/* answered by the deny cache */
 		}
 		else if (!rl_local_check(limiter, rkey, costs[i], &answers[i]))
 			rl_policy_answer(&answers[i]);
@@ -165,13 +180,8 @@ rl_check_many_once(const RlLimiter *limiter, char **keys, int *keylens,
 		char	   *rkey = rl_redis_key(keys[i], keylens[i], limiter, false);
 		RlScriptCall *call = &calls[m];
 
-		if (rl_cache_lookup(rkey, limiter, costs[i], &answers[i]))
-		{
-			rl_counters.cached++;
-			rl_counters.denied++;
-			rl_stats_denied(rkey, limiter->algorithm);
+		if (rl_cached_denial(rkey, limiter, costs[i], &answers[i]))
 			continue;
-		}
 		/* A burst is a sixth argument, sent only when one is set. */
 		rl_script_call_init(call, limiter->algorithm, 1,
 							limiter->burst > 0 ? 6 : 5);
@@ -250,13 +260,8 @@ rl_check_rules_once(char **redis_keys, const RlLimiter *limiters,
 	bool		uniform = n > 1;
 
 	rl_counters.calls++;
-	if (n == 1 && rl_cache_lookup(redis_keys[0], &limiters[0], costs[0], answer))
-	{
-		rl_counters.cached++;
-		rl_counters.denied++;
-		rl_stats_denied(redis_keys[0], limiters[0].algorithm);
+	if (n == 1 && rl_cached_denial(redis_keys[0], &limiters[0], costs[0], answer))
 		return 0;
-	}
 
 	for (int i = 1; i < n && uniform; i++)
 		uniform = limiters[i].algorithm == limiters[0].algorithm &&
