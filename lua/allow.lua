@@ -9,11 +9,14 @@
 -- The build appends "return rl_allow(KEYS, ARGV, <algorithm>)".
 
 local function rl_allow(keys, argv, algorithm)
+  if not struct then
+    rl_globals()
+  end
   local limit = tonumber(argv[1])
   local cost = tonumber(argv[3])
   local ok, remaining, retry, reset, state =
     algorithm(keys[1], limit, tonumber(argv[2]), cost,
-              rl_clock(argv[4]), tonumber(argv[5]) or limit)
+              rl_clock(argv[4]), argv[5] and tonumber(argv[5]) or limit)
   -- A peek is always admitted, also when a lowered limit leaves the
   -- state above it: it consumes nothing.
   if not ok and cost > 0 then

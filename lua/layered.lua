@@ -32,6 +32,9 @@ local RL_ALGORITHMS = {
 }
 
 local function rl_layered(KEYS, ARGV)
+  if not struct then
+    rl_globals()
+  end
   local now = rl_clock(ARGV[1])
   local all_ok = true
   local results = {}

@@ -5,15 +5,25 @@
 -- of length `window` ever holds more than `limit` units.
 --
 -- State: a sorted set with one member per admitted call, scored by its
--- time in microseconds.  The member is struct.pack('>dd', cum, cost):
--- cum is the count of units admitted so far, this call's included, as a
--- big-endian double, which sorts bytewise as the number does, so that
--- calls stamped with the same time sort in the order they came; 16 bytes,
--- read by one struct.unpack (0.2.0 wrote the text "<cum>:<cost>", cum
--- zero-padded to 16 digits, which is read too).  The units in the window are then the newest cum minus the cum
--- before the first call in the window, whatever the costs: every call
--- does a few O(log n) sorted-set steps, and a denial that must find which
--- unit leaves when searches the ranks in O(log^2 n).
+-- time in microseconds.  The member is struct.pack('>dddd', cum, cost, t,
+-- live), 32 bytes: cum is the count of units admitted so far, this call's
+-- included, as a big-endian double, which sorts bytewise as the number
+-- does, so that calls stamped with the same time sort in the order they
+-- came; cost is the call's units; t is its time, the score again, so that
+-- the log is read without its scores (a score read costs Redis a %.17g
+-- and the script a tonumber, about 1.2 us); live is the time until which
+-- the key's TTL is known to keep it.  The units in the window are then the
+-- newest cum minus the cum before the first call in the window, whatever
+-- the costs: every call does a few O(log n) sorted-set steps, and a
+-- denial that must find which unit leaves when searches the ranks in
+-- O(log^2 n).
+--
+-- The TTL: a sorted set cannot be written with its TTL in one command,
+-- so PEXPIRE is sent only when the key would otherwise end before this
+-- call's member leaves the window, and then for half a window more than
+-- that: a busy limiter renews its TTL about once per half window instead
+-- of on every call (one redis.call, about 2 us, saved), and a log nobody
+-- calls is gone at most one and a half windows after its last call.
 --
 -- A call is stamped with the newest time the log has seen if the clock
 -- moved back, so the times never decrease and rank order is call order.
@@ -23,30 +33,69 @@
 -- modulo RL_LOG_WRAP.  Expired members go 64 at most per call, or all at
 -- once (UNLINK, freed in the background) when the window is empty.
 --
--- A log written by 0.1.0 (one member "<us>-<seq>" per unit) is read as
--- its count of units in the window, all leaving with the newest of them,
--- and is replaced by one member saying so at the next admitted call: it
--- never admits more than the old log would have.
+-- Older members are read with their scores, as their time: 0.2.0 wrote
+-- the text "<cum>:<cost>", cum zero-padded to 16 digits, which means the
+-- same; a log written by 0.1.0 (one member "<us>-<seq>" per unit) is read
+-- as its count of units in the window, all leaving with the newest of
+-- them, and is replaced by one member saying so at the next admitted
+-- call: it never admits more than the old log would have.
 
 local RL_LOG_WRAP = 1000000000000000
 local RL_LOG_PRUNE = 64
 
--- cum and cost of a member; nil for a 0.1.0 member.
-local function rl_log_member(m)
-  if #m == 16 then
-    return struct.unpack('>dd', m)
-  end
+-- cum and cost of a 0.2.0 member; nil for a 0.1.0 one.
+local function rl_log_old(m)
   if string.byte(m, 17) ~= 58 then      -- ':', a 0.2.0 member
     return nil
   end
   return tonumber(string.sub(m, 1, 16)), tonumber(string.sub(m, 18))
 end
 
-local function rl_log_text(cum, cost)
-  return struct.pack('>dd', cum, cost)
+-- cum, cost and time of a member read with its score; the time the key
+-- lives until is not known from an older member (0).
+local function rl_log_scored(m, score)
+  if #m == 32 then
+    return struct.unpack('>dddd', m)
+  end
+  local cum, cost = rl_log_old(m)
+  return cum, cost, tonumber(score), 0
 end
 
--- Scores go to Redis as numbers (it writes them out exactly, in C).
+-- The members of ranks i to j of a log (text or numbers; at most two),
+-- each as cum, cost, time and the time its key lives until: nil past the
+-- end, cum and cost nil for a 0.1.0 member.  Members of 0.3.0's form hold
+-- their time, so the log is read without scores; only a log still
+-- holding older members is read again with them.
+local function rl_log_at(key, i, j)
+  local m = redis.call('ZRANGE', key, i, j)
+  local a, b = m[1], m[2]
+  if a == nil then
+    return nil
+  end
+  if #a == 32 and (b == nil or #b == 32) then
+    local c1, k1, t1, l1 = struct.unpack('>dddd', a)
+    if b == nil then
+      return c1, k1, t1, l1
+    end
+    local c2, k2, t2, l2 = struct.unpack('>dddd', b)
+    return c1, k1, t1, l1, c2, k2, t2, l2
+  end
+  m = redis.call('ZRANGE', key, i, j, 'WITHSCORES')
+  local c1, k1, t1, l1 = rl_log_scored(m[1], m[2])
+  if m[3] == nil then
+    return c1, k1, t1, l1
+  end
+  local c2, k2, t2, l2 = rl_log_scored(m[3], m[4])
+  return c1, k1, t1, l1, c2, k2, t2, l2
+end
+
+local function rl_log_text(cum, cost, t, live)
+  return struct.pack('>dddd', cum, cost, t, live)
+end
+
+-- Scores and ranks go to Redis as numbers (it writes them out exactly,
+-- in C); constant ranks as text (a number argument is written out with
+-- printf("%.17g"), about 0.4 us each).
 
 local function sliding_log(key, limit, window, cost, now)
   local floor = now - window
@@ -54,33 +103,28 @@ local function sliding_log(key, limit, window, cost, now)
   local used, base, first_cost, first_t = 0, 0, 0, nil
   local legacy = false
   local expired = nil                   -- members at or before floor
-  -- Constant ranks go as text: a Lua number argument is written out by
-  -- Redis with printf("%.17g"), about 0.4 us each (1.7 us a check here).
-  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  if newest[1] then
-    newest_t = tonumber(newest[2])
+  local live = 0                        -- the key lives until then
+  local ncum, _, nt, nlive = rl_log_at(key, '-1', '-1')
+  if nt then
+    newest_t, cum, live = nt, ncum, nlive
     if newest_t > now then
       stamp = newest_t
     end
-    cum = rl_log_member(newest[1])
     if newest_t > floor then
       -- The first member in the window.  Most calls find it among the
       -- two oldest (each call prunes what expired, so at most one more
       -- has expired since): one command, where counting the expired
-      -- (ZCOUNT) and reading that rank (cheaper than by score) is two.
-      local first = redis.call('ZRANGE', key, '0', '1', 'WITHSCORES')
-      local fm, ft = first[1], first[2]
+      -- (ZCOUNT) and reading that rank is two.
+      local fcum, fcost, ft, _, c2, k2, t2 = rl_log_at(key, '0', '1')
       expired = 0
-      if tonumber(ft) <= floor then
-        expired, fm, ft = 1, first[3], first[4]
-        if tonumber(ft) <= floor then
+      if ft <= floor then
+        expired, fcum, fcost, ft = 1, c2, k2, t2
+        if ft <= floor then
           expired = redis.call('ZCOUNT', key, '-inf', floor)
-          first = redis.call('ZRANGE', key, expired, expired, 'WITHSCORES')
-          fm, ft = first[1], first[2]
+          fcum, fcost, ft = rl_log_at(key, expired, expired)
         end
       end
-      first_t = tonumber(ft)
-      local fcum, fcost = rl_log_member(fm)
+      first_t = ft
       if cum and fcum then
         base = fcum - fcost
         first_cost = fcost
@@ -115,14 +159,13 @@ local function sliding_log(key, limit, window, cost, now)
       local hi = redis.call('ZCARD', key) - 1
       while hi - lo > 1 do
         local mid = math.floor((lo + hi) / 2)
-        local m = redis.call('ZRANGE', key, mid, mid, 'WITHSCORES')
-        local c = rl_log_member(m[1])
+        local c, _, t = rl_log_at(key, mid, mid)
         -- A 0.1.0 member (written by a server not yet upgraded) has no
         -- count: the search stops there, which only shortens the wait
         -- reported; what is admitted is decided by the count alone.
         if c == nil or (c - base) % RL_LOG_WRAP >= k then
           hi = mid
-          wait_t = tonumber(m[2])
+          wait_t = t
         else
           lo = mid
         end
@@ -137,16 +180,18 @@ local function sliding_log(key, limit, window, cost, now)
 
   reset = stamp + window - now
   local function apply()
+    local renew = live < stamp + window
     if legacy or used == 0 then
       -- Nothing in the window is needed any more (or it is a 0.1.0 log):
       -- start afresh, the old members freed off the main thread.
       if newest_t then
         redis.call('UNLINK', key)
       end
+      renew = true
       cum = 0
       if used > 0 then
         cum = used
-        redis.call('ZADD', key, newest_t, rl_log_text(cum, cum))
+        redis.call('ZADD', key, newest_t, rl_log_text(cum, cum, newest_t, 0))
       end
     elseif expired > 0 then
       redis.call('ZREMRANGEBYRANK', key, '0', math.min(expired, RL_LOG_PRUNE) - 1)
@@ -155,8 +200,18 @@ local function sliding_log(key, limit, window, cost, now)
     if cum >= RL_LOG_WRAP and (newest_t == nil or stamp > newest_t) then
       cum = cum - RL_LOG_WRAP
     end
-    redis.call('ZADD', key, stamp, rl_log_text(cum, cost))
-    redis.call('PEXPIRE', key, math.max(1, rl_ms(reset)))
+    local ttl = 0
+    if renew then
+      -- Redis counts the TTL from its own clock at the PEXPIRE, in whole
+      -- ms; live is taken 2 ms short of it, so that the key is sure to
+      -- last until then.
+      ttl = math.max(1, rl_ms(reset + window / 2))
+      live = now + (ttl - 2) * 1000
+    end
+    redis.call('ZADD', key, stamp, rl_log_text(cum, cost, stamp, live))
+    if renew then
+      redis.call('PEXPIRE', key, ttl)
+    end
   end
   return true, limit - used - cost, 0, reset, apply
 end

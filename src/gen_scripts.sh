@@ -59,14 +59,15 @@ lib=$(mktemp)
 trap 'rm -f "$tmp" "$lib"' EXIT
 {
 	printf '#!lua name=ratelimit_@ID@\n'
-	# A library is loaded where math and string are not yet there: its
-	# functions find them as globals when they run.
-	grep -v '^local math, string' "$tmp"
+	# The loading redis, taken before common.lua's local of that name
+	# (bound, at the first call, to the redis that runs the functions).
+	printf 'local rl_register = redis.register_function\n'
+	cat "$tmp"
 	echo
 	for a in $algorithms; do
-		printf "redis.register_function('rl_@ID@_%s', function(keys, argv) return rl_allow(keys, argv, %s) end)\n" "$a" "$a"
+		printf "rl_register('rl_@ID@_%s', function(keys, argv) return rl_allow(keys, argv, %s) end)\n" "$a" "$a"
 	done
-	printf "redis.register_function('rl_@ID@_layered', rl_layered)\n"
+	printf "rl_register('rl_@ID@_layered', rl_layered)\n"
 } > "$lib"
 id=$(sha1sum "$lib" | cut -c1-12)
 sed -i "s/@ID@/$id/g" "$lib"

@@ -16,6 +16,8 @@
 #
 # run.sh calls it (section 10); RL_BENCH_ONLY=redis_time bash test/bench/run.sh
 # runs only this section against a Redis of its own.
+# RL_RT_ALGOS="gcra sliding_log" measures only those algorithms (and still
+# the layered, batch and statement cases).
 # RL_RT_OLD=DIR also measures the scripts in DIR (a lua/ of another
 # version, e.g. from git archive) for comparison.
 
@@ -26,7 +28,7 @@ PORT=$1
 OUT=${2:-/dev/null}
 CALLS=${RL_RT_CALLS:-20000}
 ROUNDS=${RL_RT_ROUNDS:-3}
-ALGOS="fixed_window sliding_log sliding_counter token_bucket leaky_bucket gcra"
+ALGOS=${RL_RT_ALGOS:-"fixed_window sliding_log sliding_counter token_bucket leaky_bucket gcra"}
 # limit, window (us), cost, pinned clock (0: Redis TIME)
 ADMIT="1000000000 3600000000 1 0"
 DENY="1 3600000000 1 0"

@@ -822,15 +822,17 @@ sub redis_state
 		my @n = $redis->limiter_state($rkey);
 		return @n ? { us => $n[0], r => $n[1], ts => $n[3] } : undef;
 	}
-	# sliding_log: members (cum, cost) as two big-endian doubles, in rank
-	# order; each cum must be the one before it plus its cost.
+	# sliding_log: members (cum, cost, time, live) as four big-endian
+	# doubles, in rank order; each cum must be the one before it plus its
+	# cost, each time the member's score.
 	my $v = $redis->cmd('ZRANGE', $rkey, 0, -1, 'WITHSCORES');
 	return undef unless @$v;
 	my (@e, $cum, $sums);
 	for (my $i = 0; $i < @$v; $i += 2)
 	{
-		return { bad => $v->[$i] } unless length($v->[$i]) == 16;
-		my ($n, $c) = map { sprintf('%.0f', $_) } unpack('d> d>', $v->[$i]);
+		return { bad => $v->[$i] } unless length($v->[$i]) == 32;
+		my ($n, $c, $t) = map { sprintf('%.0f', $_) } unpack('d> d> d>', $v->[$i]);
+		return { bad => "time $t, score $v->[$i + 1]" } unless $t == $v->[ $i + 1 ];
 		$sums = 1 if defined $cum && $n != $cum + $c;
 		$cum = $n + 0;
 		push @e, [ $v->[ $i + 1 ] + 0, $c + 0 ];
@@ -877,6 +879,8 @@ for my $ti (0 .. $#triples)
 	my $rkey = "rl:{$dboid:$key}:$algo";
 	my $now = 1_700_000_000_000_000 + rnd(1_000_000_000) * 1000 + rnd(1000);
 	my $st;
+	my $live = 0;    # sliding log: the model's time its key lives until
+	my $kept_ms = 0;    # and the TTL the test gave it last
 	my $step_us = int($W / $L) || 1;
 	my ($steps, $bad) = (0, 0);
 	my $nsteps = $W < 1_000_000 ? 25 : 150;
@@ -911,6 +915,7 @@ for my $ti (0 .. $#triples)
 			  . 'state before: ' . state_text($st)
 			  if $bad <= 3;
 		}
+		my $before = $st;
 		$st = $new if $new;
 
 		# Redis keys expire in real time, the pinned clock does not move:
@@ -918,8 +923,34 @@ for my $ti (0 .. $#triples)
 		# catch, in which case wait for it to go and start fresh.
 		next unless $new;
 		my $ttl_ms = ms_of(@$reset);
+		# The sliding log renews its TTL only when the key would end
+		# before this call's member leaves the window, or when it starts
+		# afresh, and then for half a window more (lua/sliding_log.lua):
+		# the model follows it.  Its key is kept by a TTL one hour longer
+		# (PERSIST would hide a missed renewal).
+		my $renew = 1;
+		my $cover_ms = $ttl_ms;
+		if ($algo eq 'sliding_log')
+		{
+			my @e = $before ? @{ $before->{e} } : ();
+			my $in = grep { $_->[0] > $now - $W } @e;
+			my $stamp = @e && $e[-1][0] > $now ? $e[-1][0] : $now;
+			$renew = !$in || $live < $stamp + $W;
+			if ($renew)
+			{
+				$ttl_ms = ms_of(2 * ($stamp + $W - $now) + $W, 2) || 1;
+				$live = $now + ($ttl_ms - 2) * 1000;
+			}
+			elsif ($cover_ms < 50)
+			{
+				# A window this short always starts afresh here.
+				$bad++;
+				diag "model $algo: a short window's write kept an old TTL";
+			}
+		}
 		if ($ttl_ms < 50)
 		{
+			$live = 0;
 			usleep(($ttl_ms + 30) * 1000);
 			$expired++;
 			if ($redis->cmd('EXISTS', $rkey))
@@ -931,7 +962,34 @@ for my $ti (0 .. $#triples)
 			next;
 		}
 		my $pttl = $redis->cmd('PTTL', $rkey);
-		if (!$redis->cmd('PERSIST', $rkey))
+		if ($algo eq 'sliding_log' && !$renew)
+		{
+			# Not renewed: the TTL the test set last is untouched (and by
+			# the model's live, it covers the newest member's window).
+			if ($pttl < $kept_ms - 10_000)
+			{
+				$bad++;
+				diag "model $algo: PTTL $pttl without a renewal, the test had set $kept_ms";
+			}
+			my $rs = redis_state($algo, $rkey);
+			if (state_text($rs) ne state_text($st))
+			{
+				$bad++;
+				diag "model $algo: Redis holds " . state_text($rs)
+				  . ', model ' . state_text($st) if $bad <= 3;
+				$st = $rs;
+			}
+			next;
+		}
+		if ($algo eq 'sliding_log' && $pttl > 0 && $pttl < $cover_ms - 100)
+		{
+			$bad++;
+			diag "model $algo: renewed PTTL $pttl, below reset_after_ms $cover_ms";
+		}
+		$kept_ms = $pttl + 3_600_000;
+		if ($algo eq 'sliding_log'
+			? !$redis->cmd('PEXPIRE', $rkey, $kept_ms)
+			: !$redis->cmd('PERSIST', $rkey))
 		{
 			# Gone before we could keep it: only a short TTL may do that.
 			$expired++;

@@ -115,7 +115,7 @@ for my $algo (@ALGOS)
 	if ($algo eq 'sliding_log')
 	{
 		my $m = $redis->cmd('ZRANGE', rkey("old_$algo", $algo), -1, -1);
-		is(length($m->[0]), 16, "$algo: the newest member is in the new form");
+		is(length($m->[0]), 32, "$algo: the newest member is in the new form");
 	}
 	else
 	{
