@@ -37,6 +37,9 @@ static const char *const rl_algorithm_names[RL_NUM_ALGORITHMS] = {
 	"gcra"
 };
 
+/* Their lengths, so that parsing compares a name only when its length fits. */
+static const uint8 rl_algorithm_lens[RL_NUM_ALGORITHMS] = {12, 11, 15, 12, 12, 4};
+
 /*
  * The name of argument i of a function ("limit"), as the user wrote it in
  * the call; only an error path asks, so the catalog lookup costs nothing
@@ -93,7 +96,7 @@ rl_parse_algorithm(text *algo)
 
 	for (int i = 0; i < RL_NUM_ALGORITHMS; i++)
 	{
-		if (strlen(rl_algorithm_names[i]) == len &&
+		if (rl_algorithm_lens[i] == len &&
 			memcmp(data, rl_algorithm_names[i], len) == 0)
 			return (RlAlgorithm) i;
 	}
