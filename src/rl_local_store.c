@@ -6,9 +6,10 @@
  * A fixed-size hash table, allocated at server start from the setting
  * ratelimit.local_max_entries and split into RL_LOCAL_PARTITIONS
  * partitions by the key's hash.  Each partition has its own LWLock, its
- * own entries, hash chains and free list, so backends working on keys of
- * different partitions never wait for each other, and a check holds one
- * lock for the few hundred nanoseconds of a lookup and an algorithm run.
+ * own entries, hash chains, free list and clock (rl_local_clock), so
+ * backends working on keys of different partitions never wait for each
+ * other nor write a common cache line, and a check holds one lock for the
+ * few hundred nanoseconds of a lookup and an algorithm run.
  * Sliding logs keep their members in blocks of a separate pool
  * (rl_local_log.c), laid out at the same time.
  *
