@@ -28,13 +28,22 @@
 #include "ratelimit.h"
 #include "rl_local.h"
 
-static const char *const rl_algorithm_names[RL_NUM_ALGORITHMS] = {
-	"fixed_window",
-	"sliding_log",
-	"sliding_counter",
-	"token_bucket",
-	"leaky_bucket",
-	"gcra"
+/*
+ * The algorithms' names, with their lengths, so that parsing compares a
+ * name only when its length fits.
+ */
+#define RL_ALGORITHM(name)	{name, sizeof(name) - 1}
+static const struct
+{
+	const char *name;
+	int			len;
+}			rl_algorithms[RL_NUM_ALGORITHMS] = {
+	RL_ALGORITHM("fixed_window"),
+	RL_ALGORITHM("sliding_log"),
+	RL_ALGORITHM("sliding_counter"),
+	RL_ALGORITHM("token_bucket"),
+	RL_ALGORITHM("leaky_bucket"),
+	RL_ALGORITHM("gcra")
 };
 
 /*
@@ -93,8 +102,8 @@ rl_parse_algorithm(text *algo)
 
 	for (int i = 0; i < RL_NUM_ALGORITHMS; i++)
 	{
-		if (strlen(rl_algorithm_names[i]) == len &&
-			memcmp(data, rl_algorithm_names[i], len) == 0)
+		if (rl_algorithms[i].len == len &&
+			memcmp(data, rl_algorithms[i].name, len) == 0)
 			return (RlAlgorithm) i;
 	}
 	name = text_to_cstring(algo);
@@ -108,7 +117,7 @@ rl_parse_algorithm(text *algo)
 const char *
 rl_algorithm_name(RlAlgorithm algorithm)
 {
-	return rl_algorithm_names[algorithm];
+	return rl_algorithms[algorithm].name;
 }
 
 /*

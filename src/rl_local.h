@@ -120,7 +120,10 @@ extern int	rl_local_log_entries;
 /* rl_local_store.c: the shared table */
 extern void rl_local_init(void);
 extern bool rl_local_ready(void);
-extern double rl_local_clock(const char *pinned);
+extern double rl_local_pinned(const char *arg);
+extern double rl_local_wall_clock(void);
+extern double rl_local_clock(const int *parts, int n, double pinned,
+							 double wall);
 extern int	rl_local_partition(uint64 hash);
 extern uint64 rl_local_hash(const char *key, size_t len);
 extern void rl_local_lock(const int *parts, int n);

@@ -124,12 +124,13 @@ rl_local_room(int algorithm, RlLocalEntry *e, const RlLocalResult *res,
 }
 
 /*
- * allow.lua: one key, one algorithm.  RL_ROOM_OK, or why there was no
- * room (nothing was changed then).
+ * allow.lua: one key, one algorithm, at the pinned clock (0: the wall
+ * clock).  RL_ROOM_OK, or why there was no room (nothing was changed
+ * then).
  */
 static RlLocalRoom
 rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
-				   double window, double cost, double burst, double now,
+				   double window, double cost, double burst, double pinned,
 				   RlLocalReply *out)
 {
 	uint64		hash = rl_local_hash(key, len);
@@ -138,8 +139,11 @@ rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
 	RlLocalResult res;
 	RlLocalRoom room = RL_ROOM_OK;
 	bool		full;
+	double		wall = pinned > 0 ? 0 : rl_local_wall_clock();
+	double		now;
 
 	rl_local_lock(&part, 1);
+	now = rl_local_clock(&part, 1, pinned, wall);
 	e = rl_local_find(key, len, hash, now, cost > 0, &full, NULL, 0);
 	if (full)
 	{
@@ -183,7 +187,7 @@ rl_local_allow(const RlScriptCall *call, RlLocalReply *out)
 							  rl_local_num(call->params[2]),
 							  rl_local_num(call->params[3]),
 							  call->nparams > 5 ? rl_local_num(call->params[5]) : limit,
-							  rl_local_clock(call->params[4]), out);
+							  rl_local_pinned(call->params[4]), out);
 }
 
 static int
@@ -229,7 +233,9 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 	int			n = call->nkeys;
 	const char *const *argv = call->params + n;
 	bool		uniform = strcmp(argv[1], "=") == 0;
-	double		now = rl_local_clock(argv[0]);
+	double		pinned = rl_local_pinned(argv[0]);
+	double		wall = pinned > 0 ? 0 : rl_local_wall_clock();
+	double		now;
 	double	   *burst = palloc(sizeof(double) * n);
 	uint64	   *hashes = palloc(sizeof(uint64) * n);
 	int		   *algo = palloc(sizeof(int) * n);
@@ -273,6 +279,7 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 	nparts = rl_local_parts(hashes, n, parts);
 
 	rl_local_lock(parts, nparts);
+	now = rl_local_clock(parts, nparts, pinned, wall);
 	/* The entries found so far are kept from the reclaim of a full one. */
 	for (int i = 0; i < n && !full; i++)
 		entries[i] = rl_local_find(call->params[i], call->paramlen[i],
@@ -418,13 +425,33 @@ rl_local_call(const RlScriptCall *call)
 	return NULL;
 }
 
-/* The library must be preloaded: the table is made at server start. */
+/*
+ * The library must be preloaded: the table is made at server start.  Once
+ * found, the table stays for the backend's life, so a check asks once
+ * (this saves two calls into other files on every check).
+ */
 static void
 rl_local_begin(void)
 {
+	static bool ready = false;
+
+	if (likely(ready))
+		return;
 	rl_require_preload();
 	if (!rl_local_ready())
 		elog(ERROR, "the ratelimit local engine's shared memory is missing");
+	ready = true;
+}
+
+/*
+ * ratelimit.test_clock_ms in us, or 0 for the wall clock: the number
+ * rl_clock_arg writes out for a script call and rl_local_pinned reads back
+ * (a whole number, so the same double), without the text.
+ */
+static double
+rl_local_test_clock(void)
+{
+	return rl_test_clock_ms > 0 ? rint(rl_test_clock_ms * 1000.0) : 0;
 }
 
 /*
@@ -475,7 +502,7 @@ rl_local_check(const RlLimiter *limiter, const char *rkey, int64 cost,
 							  (double) limiter->limit,
 							  (double) limiter->window_us, (double) cost,
 							  (double) rl_capacity(limiter),
-							  rl_local_clock(rl_clock_arg()), &r);
+							  rl_local_test_clock(), &r);
 	if (room != RL_ROOM_OK)
 	{
 		rl_local_full(room);

@@ -6,9 +6,10 @@
  * A fixed-size hash table, allocated at server start from the setting
  * ratelimit.local_max_entries and split into RL_LOCAL_PARTITIONS
  * partitions by the key's hash.  Each partition has its own LWLock, its
- * own entries, hash chains and free list, so backends working on keys of
- * different partitions never wait for each other, and a check holds one
- * lock for the few hundred nanoseconds of a lookup and an algorithm run.
+ * own entries, hash chains, free list and clock (rl_local_clock), so
+ * backends working on keys of different partitions never wait for each
+ * other nor write a common cache line, and a check holds one lock for the
+ * few hundred nanoseconds of a lookup and an algorithm run.
  * Sliding logs keep their members in blocks of a separate pool
  * (rl_local_log.c), laid out at the same time.
  *
@@ -36,7 +37,6 @@
 
 #include "common/hashfn.h"
 #include "miscadmin.h"
-#include "port/atomics.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
@@ -50,18 +50,24 @@
 #define RL_LOCAL_KEY_PREFIX	(RL_LOCAL_KEY_INLINE - 8)
 #define RL_LOCAL_SEED2		UINT64CONST(0x9e3779b97f4a7c15)
 
+/*
+ * A partition's own line: its clock is written by every call on it, so
+ * partitions do not share a cache line (nor did the table's one clock, on
+ * which every backend once did a compare-and-swap per call).
+ */
 typedef struct RlLocalPartition
 {
 	int32		free;			/* first free entry, -1 for none */
 	int32		used;
+	double		clock;			/* newest wall clock a call on it used (us) */
+	char		pad[PG_CACHE_LINE_SIZE - 2 * sizeof(int32) - sizeof(double)];
 } RlLocalPartition;
 
 typedef struct RlLocalShared
 {
-	pg_atomic_uint64 clock;		/* newest wall clock seen (us) */
-	char		pad[PG_CACHE_LINE_SIZE - sizeof(pg_atomic_uint64)];
 	int32		per_part;		/* entries per partition */
 	int32		nbuckets;		/* hash chains per partition, a power of 2 */
+	char		pad[PG_CACHE_LINE_SIZE - 2 * sizeof(int32)];
 	RlLocalPartition part[RL_LOCAL_PARTITIONS];
 } RlLocalShared;
 
@@ -131,7 +137,6 @@ rl_local_startup(void)
 	if (!found)
 	{
 		memset(rl_local, 0, sizeof(RlLocalShared));
-		pg_atomic_init_u64(&rl_local->clock, 0);
 		rl_local_geometry(&rl_local->per_part, &rl_local->nbuckets);
 	}
 	p += MAXALIGN(sizeof(RlLocalShared));
@@ -178,34 +183,57 @@ rl_local_ready(void)
 }
 
 /*
- * The clock of a call, in us: the pinned one (tests), else the wall
- * clock, never earlier than the newest wall clock any backend has seen,
- * so that a clock stepped back grants nothing until it has caught up.
+ * The pinned clock of a script call's clock argument, in us (tests), or 0
+ * for the wall clock ("0": rl_clock_arg).
  */
 double
-rl_local_clock(const char *pinned)
+rl_local_pinned(const char *arg)
+{
+	double		p;
+
+	if (arg[0] == '0' && arg[1] == '\0')
+		return 0;
+	p = strtod(arg, NULL);
+	return p > 0 ? p : 0;
+}
+
+/*
+ * A reading of the wall clock in us (as Redis TIME), taken before a call
+ * locks its partitions, so that the lock is not held for it.
+ */
+double
+rl_local_wall_clock(void)
 {
 	struct timeval tv;
-	uint64		now;
-	uint64		seen;
 
-	if (pinned[0] != '0' || pinned[1] != '\0')
-	{
-		double		p = strtod(pinned, NULL);
-
-		if (p > 0)
-			return p;
-	}
 	gettimeofday(&tv, NULL);
-	now = (uint64) tv.tv_sec * 1000000 + tv.tv_usec;
-	seen = pg_atomic_read_u64(&rl_local->clock);
-	if (now <= seen)
-		return (double) seen;
-	/* One try: a failure means another backend moved it further. */
-	if (!pg_atomic_compare_exchange_u64(&rl_local->clock, &seen, now) &&
-		seen > now)
-		now = seen;
-	return (double) now;
+	return (double) ((uint64) tv.tv_sec * 1000000 + tv.tv_usec);
+}
+
+/*
+ * The clock of a call, in us, with the locks of its n partitions held:
+ * the pinned one (tests), else the wall clock read before the locks, never
+ * earlier than the newest one a call on any of these partitions has used,
+ * so that a clock stepped back grants nothing until it has caught up.  A
+ * limiter's state lives in one partition and is only ever read and written
+ * under its lock, so that partition's clock is every clock its state has
+ * seen: the promise is exact per limiter, as the table's one clock made it.
+ * This saves the compare-and-swap every call made on that one clock's
+ * cache line, which all backends wrote; a partition's clock is a plain
+ * write under a lock the call holds anyway.
+ */
+double
+rl_local_clock(const int *parts, int n, double pinned, double wall)
+{
+	double		now = wall;
+
+	if (pinned > 0)
+		return pinned;
+	for (int i = 0; i < n; i++)
+		now = Max(now, rl_local->part[parts[i]].clock);
+	for (int i = 0; i < n; i++)
+		rl_local->part[parts[i]].clock = now;
+	return now;
 }
 
 uint64
