@@ -405,17 +405,27 @@ rl_reply_missing(redisReply *r, const RlCommand *cmd,
  * policy's answer) and the failure is recorded once; the other calls keep
  * theirs, since Redis applied them.  A TRYAGAIN (a slot mid-migration,
  * once its retries are spent) is recorded without resting the node: it
- * concerns those keys only.  Misuse raises an ERROR, after freeing
- * every reply.  Returns the number of replies left.
+ * concerns those keys only.  refused, when not empty, is an unavailable
+ * reply met on the way (a FUNCTION LOAD Redis could not do): recorded
+ * with the replies' own, so that one round trip counts one failure.
+ * Misuse raises an ERROR, after freeing every reply.  Returns the number
+ * of replies left.
  */
 static int
 rl_check_replies(redisReply **replies, int n, const RlScriptCall *calls,
-				 bool healthy)
+				 bool healthy, const char *refused)
 {
 	char		unavailable[512] = "";
 	const char *setting = NULL;
 	bool		node_wide = false;	/* anything but TRYAGAIN */
 	int			left = 0;
+
+	if (refused != NULL && refused[0] != '\0')
+	{
+		strlcpy(unavailable, refused, sizeof(unavailable));
+		setting = rl_reply_setting(unavailable);
+		node_wide = true;
+	}
 
 	for (int i = 0; i < n; i++)
 	{
@@ -517,17 +527,17 @@ rl_standalone_send(RlNode *node, RlCommand *cmds, const int *which, int m,
  * what the node lost or refuses (rl_reply_missing), once it is back (see
  * the file's banner), in one more round trip; a concurrent flush or a
  * refusal found on the way takes at most RL_RELOAD_PASSES.  False when a
- * round trip failed (the failure is recorded): those calls lose their
- * replies (NULL, the policy answers them), and the others keep theirs,
- * since Redis ran them.
+ * round trip failed (the failure is recorded), or when Redis could not
+ * load the library (its reply copied into unavailable, for the caller to
+ * record with the others): those calls lose their replies (NULL, the
+ * policy answers them), and the others keep theirs, since Redis ran them.
  */
 static bool
 rl_resend_missing(RlNode *node, RlScriptCall *calls, int n,
 				  redisReply **replies, RlCommand *cmds, char *numkeys,
-				  TimestampTz deadline)
+				  TimestampTz deadline, char *unavailable, size_t len)
 {
 	int		   *which = palloc(sizeof(int) * n);
-	char		unavailable[512];
 
 	for (int pass = 0; pass < RL_RELOAD_PASSES; pass++)
 	{
@@ -549,13 +559,10 @@ rl_resend_missing(RlNode *node, RlScriptCall *calls, int n,
 			rl_build_eval(&cmds[i], &calls[i], node, numkeys + 12 * i);
 		}
 		if (!rl_standalone_send(node, cmds, which, missing, replies, deadline,
-								unavailable, sizeof(unavailable)))
+								unavailable, len))
 			return false;
 		if (unavailable[0] != '\0')
-		{
-			rl_conn_failure(true, "%s", unavailable);
-			return false;
-		}
+			return false;		/* the caller records it */
 	}
 	return true;
 }
@@ -881,15 +888,11 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 
 				/* Unavailable: NULL (the policy); misuse: an ERROR. */
 				rl_conn_set_current(node);
+				/* A demoted master: the next call fetches the map. */
+				if (strncmp(loadfail, "READONLY", 8) == 0)
+					rl_cluster_mark_stale();
 				(void) rl_check_replies(done, nd, calls != NULL ? donecalls : NULL,
-										true);
-				if (loadfail[0] != '\0')
-				{
-					/* A demoted master: the next call fetches the map. */
-					if (strncmp(loadfail, "READONLY", 8) == 0)
-						rl_cluster_mark_stale();
-					rl_conn_failure(true, "%s", loadfail);
-				}
+										true, loadfail);
 				for (int d = 0; d < nd; d++)
 				{
 					replies[doneidx[d]] = done[d];
@@ -962,32 +965,17 @@ rl_run_scripts_redis(RlScriptCall *calls, int n, redisReply **replies)
 	if (!rl_standalone_send(node, cmds, which, n, replies, deadline,
 							unavailable, sizeof(unavailable)))
 		return false;
-	if (unavailable[0] != '\0')
-	{
-		/* Redis refused the load as unavailable: nothing of it ran. */
-		PG_TRY();
-		{
-			rl_conn_failure(true, "%s", unavailable);
-			left = rl_check_replies(replies, n, calls, false);
-		}
-		PG_CATCH();
-		{
-			rl_free_replies(replies, n);
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-		return left > 0;
-	}
-
 	/*
 	 * The replies are hiredis's (malloc): an ERROR from here on (a cancel,
-	 * out of memory) must free them.
+	 * out of memory) must free them.  A load Redis refused as unavailable
+	 * ran nothing: the calls behind it get the policy's answer.
 	 */
 	PG_TRY();
 	{
-		ok = rl_resend_missing(node, calls, n, replies, cmds, numkeys,
-							   deadline);
-		left = rl_check_replies(replies, n, calls, ok);
+		ok = unavailable[0] == '\0' &&
+			rl_resend_missing(node, calls, n, replies, cmds, numkeys,
+							  deadline, unavailable, sizeof(unavailable));
+		left = rl_check_replies(replies, n, calls, ok, unavailable);
 	}
 	PG_CATCH();
 	{
@@ -1060,7 +1048,7 @@ rl_run_command(RlCommand *cmd, redisReply **reply)
 										   rl_command_timeout);
 	if (!rl_conn_roundtrip(cmd, 1, reply, deadline, true))
 		return false;
-	return rl_check_replies(reply, 1, NULL, true) > 0;
+	return rl_check_replies(reply, 1, NULL, true, NULL) > 0;
 }
 
 /*

@@ -14,6 +14,8 @@
 #      SCRIPT FLUSH a batch of 100 keys sends one EVAL, not 100.
 #   5. An ACL with FCALL but not FUNCTION LOAD, after FUNCTION FLUSH: the
 #      load is refused, the calls go as EVAL/EVALSHA, exact.
+#   5b. FUNCTION LOAD refused as unavailable (maxmemory reached): the
+#      policy answers, one failure and one WARNING; then one load, exact.
 #   6. Redis Cluster: FUNCTION FLUSH on every master, then a batch over
 #      all of them: one FUNCTION LOAD per master, exact counts; without
 #      Functions (ACL), after SCRIPT FLUSH: one EVAL per master.
@@ -24,6 +26,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 
 use RLRedis qw(rl_node rl_session rl_run rl_status_of);
 use RLCluster;
@@ -169,6 +172,37 @@ is(calls($redis, 'function|load'), 1, 'the library was loaded once (a fresh serv
 	is($redis->cmdstat('function|load')->{rejected_calls}, 1, 'no FUNCTION LOAD: asked once');
 	is($redis->cmdstat('fcall')->{failed_calls}, 100,
 		'no FUNCTION LOAD: the batch found no function twice, then went as EVAL/EVALSHA');
+	$u->quit;
+}
+
+# 5b. FUNCTION LOAD refused as unavailable (maxmemory reached): the calls
+#     behind it get the policy's answer, one failure and one WARNING per
+#     attempt; once memory is back, one load and exact counts.
+{
+	my $u = rl_session($node);
+	my $policy = $redis->cli('CONFIG', 'GET', 'maxmemory-policy');
+	$policy = (split /\n/, $policy)[1];
+	$redis->cli('FUNCTION', 'FLUSH');
+	$redis->cli('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+	$redis->cli('CONFIG', 'SET', 'maxmemory', '1');
+	$redis->cli('CONFIG', 'RESETSTAT');
+	my $st0 = rl_status_of($u);
+	my ($out, $err) = rl_run($u,
+		"SELECT allowed, remaining FROM rl_allow('oom', 'fixed_window', 5, '1 hour')");
+	my $st1 = rl_status_of($u);
+	is($out, 't|', 'OOM on FUNCTION LOAD: the policy (open) answered');
+	is($st1->{failures} - $st0->{failures}, 1, 'OOM on FUNCTION LOAD: one failure for the call');
+	is($st1->{fail_open} - $st0->{fail_open}, 1, 'OOM on FUNCTION LOAD: one policy answer');
+	my @warnings = $err =~ /WARNING:/g;
+	is(scalar(@warnings), 1, 'OOM on FUNCTION LOAD: one WARNING');
+	like($err, qr/OOM/, 'OOM on FUNCTION LOAD: the WARNING says what Redis answered');
+	is($redis->cmdstat('function|load')->{rejected_calls}, 1,
+		'OOM on FUNCTION LOAD: the load was asked once');
+	$redis->cli('CONFIG', 'SET', 'maxmemory', '0');
+	$redis->cli('CONFIG', 'SET', 'maxmemory-policy', $policy);
+	usleep(300_000);    # past retry_interval
+	is(counts($u, 'oomk', 2, 4), want(2, 4), 'memory back: exactly 2 of 4, every algorithm');
+	is(calls($redis, 'function|load'), 1, 'memory back: loaded once');
 	$u->quit;
 }
 
