@@ -79,6 +79,10 @@ rl_psql benchtls -qAt -c "SET ratelimit.redis_tls = on" -c "SET ratelimit.redis_
 	-c "SET ratelimit.failure_mode = error" \
 	-c "SELECT allowed FROM rl_allow('hot', 'token_bucket', 100, '1 second')" >/dev/null ||
 	{ echo "TLS connection failed" >&2; exit 1; }
+# What the server negotiates with OpenSSL's default lists, which the
+# extension's client uses too (for the README's table).
+echo "   negotiated: $(openssl s_client -connect "127.0.0.1:$TLS_PORT" -CAfile "$C/ca.crt" \
+	-brief </dev/null 2>&1 | awk -F': ' '/^(Protocol version|Ciphersuite)/ { printf "%s ", $2 }')"
 slice=$(( (SECS + 2) / 3 + 1 ))
 declare -A S
 for c in 1 8; do
