@@ -45,10 +45,11 @@ my $dboid = $node->safe_psql('postgres',
 	'SELECT oid FROM pg_database WHERE datname = current_database()');
 
 # Every key must be gone 2 s after its longest TTL: two seconds for all
-# (the sliding counter keeps its state for two windows, so it gets 1 s).
+# (the sliding counter keeps its state for two windows, so it gets 1 s;
+# the sliding log renews its TTL for one and a half, so it gets 1.333 s).
 my %window = (
 	fixed_window => '2 seconds',
-	sliding_log => '2 seconds',
+	sliding_log => '1333 milliseconds',
 	sliding_counter => '1 second',
 	token_bucket => '2 seconds',
 	leaky_bucket => '2 seconds',
