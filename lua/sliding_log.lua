@@ -21,9 +21,10 @@
 -- The TTL: a sorted set cannot be written with its TTL in one command,
 -- so PEXPIRE is sent only when the key would otherwise end before this
 -- call's member leaves the window, and then for half a window more than
--- that: a busy limiter renews its TTL about once per half window instead
--- of on every call (one redis.call, about 2 us, saved), and a log nobody
--- calls is gone at most one and a half windows after its last call.
+-- that: a busy limiter renews its TTL about once per quarter window (a
+-- quarter is kept as a margin, see apply) instead of on every call (one
+-- redis.call, about 2 us, saved), and a log nobody calls is gone at most
+-- one and a half windows after its last call.
 --
 -- A call is stamped with the newest time the log has seen if the clock
 -- moved back, so the times never decrease and rank order is call order.
@@ -202,11 +203,12 @@ local function sliding_log(key, limit, window, cost, now)
     end
     local ttl = 0
     if renew then
-      -- Redis counts the TTL from its own clock at the PEXPIRE, in whole
-      -- ms; live is taken 2 ms short of it, so that the key is sure to
-      -- last until then.
+      -- Redis counts the TTL in whole ms from its own clock, which may
+      -- be read when the script starts (Redis 7.2 and later), before
+      -- TIME: live is taken a quarter window (at least 2 ms) short of it,
+      -- so that the key is sure to last until then.
       ttl = math.max(1, rl_ms(reset + window / 2))
-      live = now + (ttl - 2) * 1000
+      live = now + ttl * 1000 - math.max(2000, window / 4)
     end
     redis.call('ZADD', key, stamp, rl_log_text(cum, cost, stamp, live))
     if renew then

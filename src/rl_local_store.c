@@ -222,11 +222,15 @@ rl_local_wall_clock(void)
  * cache line, which all backends wrote; a partition's clock is a plain
  * write under a lock the call holds anyway.
  */
+/* Whether the running call's clock is pinned (rl_local_reclaim_others). */
+static bool rl_local_clock_pinned = false;
+
 double
 rl_local_clock(const int *parts, int n, double pinned, double wall)
 {
 	double		now = wall;
 
+	rl_local_clock_pinned = pinned > 0;
 	if (pinned > 0)
 		return pinned;
 	for (int i = 0; i < n; i++)
@@ -404,6 +408,15 @@ rl_local_reclaim_others(double now)
 
 		if (!LWLockConditionalAcquire(lock, LW_EXCLUSIVE))
 			continue;
+
+		/*
+		 * Entries of another partition expire by the caller's clock, which
+		 * may be ahead of that partition's own: its clock moves up to it
+		 * first, as if the call had been made there, so that no later call
+		 * on it runs at a time before the one its entries were freed at.
+		 */
+		if (!rl_local_clock_pinned)
+			rl_local->part[part].clock = Max(rl_local->part[part].clock, now);
 		rl_local_reclaim(part, now, NULL, 0);
 		LWLockRelease(lock);
 		if (rl_local_log_any_free())

@@ -400,6 +400,30 @@ rl_reply_missing(redisReply *r, const RlCommand *cmd,
 }
 
 /*
+ * Records what a round trip's replies said of the node: unavailable (the
+ * first such reply, or a refused load), the setting it names if it is a
+ * configuration error, whether it concerns the node or only some keys
+ * (TRYAGAIN); else, if healthy, that the node answered.
+ */
+static void
+rl_record_replies(const char *unavailable, const char *setting,
+				  bool node_wide, bool healthy)
+{
+	/*
+	 * NOAUTH or WRONGPASS on a live link (the server's password changed):
+	 * drop it, so that the next attempt authenticates with the settings.
+	 */
+	if (setting != NULL)
+		rl_conn_misconfigured(setting, "%s", unavailable);
+	else if (unavailable[0] != '\0' && !node_wide)
+		rl_conn_slot_failure("%s", unavailable);	/* only those keys */
+	else if (unavailable[0] != '\0')
+		rl_conn_failure(true, "%s", unavailable);
+	else if (healthy)
+		rl_conn_succeeded();
+}
+
+/*
  * Looks through replies for errors.  A call Redis refused as unavailable
  * (BUSY, OOM, READONLY ...) loses its reply (NULL: the caller gives it the
  * policy's answer) and the failure is recorded once; the other calls keep
@@ -452,6 +476,8 @@ rl_check_replies(redisReply **replies, int n, const RlScriptCall *calls,
 			continue;
 		}
 		rl_free_replies(replies, n);
+		/* What was met before the misuse is recorded, not lost with it. */
+		rl_record_replies(unavailable, setting, node_wide, false);
 		rl_raise_acl_refusal(msg, calls != NULL ? &calls[i] : NULL);
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
@@ -460,18 +486,7 @@ rl_check_replies(redisReply **replies, int n, const RlScriptCall *calls,
 				 strncmp(msg, "WRONGTYPE", 9) == 0 ?
 				 errhint("Another application wrote to a key under ratelimit.key_prefix.") : 0));
 	}
-	/*
-	 * NOAUTH or WRONGPASS on a live link (the server's password changed):
-	 * drop it, so that the next attempt authenticates with the settings.
-	 */
-	if (setting != NULL)
-		rl_conn_misconfigured(setting, "%s", unavailable);
-	else if (unavailable[0] != '\0' && !node_wide)
-		rl_conn_slot_failure("%s", unavailable);	/* only those keys */
-	else if (unavailable[0] != '\0')
-		rl_conn_failure(true, "%s", unavailable);
-	else if (healthy)
-		rl_conn_succeeded();
+	rl_record_replies(unavailable, setting, node_wide, healthy);
 	return left;
 }
 

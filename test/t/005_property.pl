@@ -939,7 +939,7 @@ for my $ti (0 .. $#triples)
 			if ($renew)
 			{
 				$ttl_ms = ms_of(2 * ($stamp + $W - $now) + $W, 2) || 1;
-				$live = $now + ($ttl_ms - 2) * 1000;
+				$live = $now + $ttl_ms * 1000 - ($W / 4 > 2000 ? $W / 4 : 2000);
 			}
 			elsif ($cover_ms < 50)
 			{
