@@ -885,6 +885,15 @@ for my $ti (0 .. $#triples)
 	my ($steps, $bad) = (0, 0);
 	my $nsteps = $W < 1_000_000 ? 25 : 150;
 	my %seen = (t => 0, f => 0, back => 0);
+	# What Redis holds after a write must be the model's state.
+	my $same_state = sub {
+		my $rs = redis_state($algo, $rkey);
+		return if state_text($rs) eq state_text($st);
+		$bad++;
+		diag "model $algo: Redis holds " . state_text($rs)
+		  . ', model ' . state_text($st) if $bad <= 3;
+		$st = $rs;
+	};
 	for my $i (1 .. $nsteps)
 	{
 		my $r = rand();
@@ -971,14 +980,7 @@ for my $ti (0 .. $#triples)
 				$bad++;
 				diag "model $algo: PTTL $pttl without a renewal, the test had set $kept_ms";
 			}
-			my $rs = redis_state($algo, $rkey);
-			if (state_text($rs) ne state_text($st))
-			{
-				$bad++;
-				diag "model $algo: Redis holds " . state_text($rs)
-				  . ', model ' . state_text($st) if $bad <= 3;
-				$st = $rs;
-			}
+			$same_state->();
 			next;
 		}
 		if ($algo eq 'sliding_log' && $pttl > 0 && $pttl < $cover_ms - 100)
@@ -1006,14 +1008,7 @@ for my $ti (0 .. $#triples)
 			$bad++;
 			diag "model $algo: PTTL $pttl after a write, reset_after_ms $ttl_ms";
 		}
-		my $rs = redis_state($algo, $rkey);
-		if (state_text($rs) ne state_text($st))
-		{
-			$bad++;
-			diag "model $algo: Redis holds " . state_text($rs)
-			  . ', model ' . state_text($st) if $bad <= 3;
-			$st = $rs;
-		}
+		$same_state->();
 	}
 	$steps_total += $steps;
 	$mismatches += $bad;

@@ -493,18 +493,9 @@ fault_done('cluster master killed', $mark);
 # rows: this checks the one wait's results, not a difference;
 # test/t/029_cluster_slow.pl tells the two apart, over narrowed links.)
 {
-	# CRC16 (XMODEM), Redis's key slot, continued from a state: the keys
-	# share a 900-byte head, so each key costs only its short tail.
-	my $crc = sub {
-		my ($c, $str) = @_;
-		for my $b (unpack('C*', $str))
-		{
-			$c ^= $b << 8;
-			$c = ($c & 0x8000) ? (($c << 1) ^ 0x1021) & 0xffff : ($c << 1) & 0xffff
-			  for 1 .. 8;
-		}
-		return $c;
-	};
+	# Redis's key slot, continued from a state: the keys share a 900-byte
+	# head, so each key costs only its short tail.
+	my $crc = \&RLCluster::crc16;
 	my $pad = 'x' x 900;
 	my $head = $crc->(0, "$dboid:$pad");
 	my @ranges = $rc->slot_ranges;

@@ -70,18 +70,9 @@ ratelimit.deny_cache = off
 my $dboid = $node->safe_psql('postgres',
 	'SELECT oid FROM pg_database WHERE datname = current_database()');
 
-# CRC16 (XMODEM), Redis's key slot, continued from a state: the keys
-# share a 900-byte head, so each key costs only its short tail.
-my $crc = sub {
-	my ($c, $str) = @_;
-	for my $b (unpack('C*', $str))
-	{
-		$c ^= $b << 8;
-		$c = ($c & 0x8000) ? (($c << 1) ^ 0x1021) & 0xffff : ($c << 1) & 0xffff
-		  for 1 .. 8;
-	}
-	return $c;
-};
+# Redis's key slot, continued from a state: the keys share a 900-byte
+# head, so each key costs only its short tail.
+my $crc = \&RLCluster::crc16;
 my $pad = 'x' x 900;
 my $head = $crc->(0, "$dboid:$pad");
 is($crc->($head, ':c29:1') & 16383,
