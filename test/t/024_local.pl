@@ -222,7 +222,10 @@ rl_wait_for(sub {
 ok($lpid, "the looping backend runs (pid $lpid)");
 my $held = 0;
 my $tries = 0;
-while (!$held && $tries++ < 60)
+# A try costs a connection (about 20 ms) when the lock was not held; a
+# check holds it a small share of its time (a per-partition clock read
+# outside it), so the tries are many.
+while (!$held && $tries++ < 600)
 {
 	kill 'STOP', $lpid;
 	my ($pout, $perr) = ('', '');
@@ -249,6 +252,7 @@ while (!$held && $tries++ < 60)
 	$probe->finish;
 }
 ok($held, "caught the backend holding the partition lock (try $tries), killed it");
+fact('figure.024', "SIGKILL: the backend was caught holding the partition lock at try $tries");
 $looper->finish;
 my $up = rl_wait_for(sub {
 	my $r = $node->psql('postgres', 'SELECT 1', stdout => \my $x);
