@@ -16,6 +16,8 @@ OBJS = \
 	src/rl_stats.o \
 	src/rl_stats_limiters.o \
 	src/rl_conn.o \
+	src/rl_connect.o \
+	src/rl_roundtrip.o \
 	src/rl_link.o \
 	src/rl_cluster.o \
 	src/rl_sentinel.o \

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * rl_conn.h
- *	  A backend's link to one Redis node and its interruptible I/O.
+ *	  A backend's link to Redis nodes: the calls the rest of the extension makes.
  *
  * Copyright (c) 2026, ratelimit developers
  *

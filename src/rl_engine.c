@@ -21,7 +21,7 @@
  *	   (rl_cluster.c) and follows MOVED, ASK and TRYAGAIN.  Under
  *	   ratelimit.failure_mode = local the calls Redis left unanswered are
  *	   answered by the local engine there.
- *	4. rl_node_send and rl_node_receive / rl_nodes_receive (rl_conn.c)
+ *	4. rl_node_send and rl_node_receive / rl_nodes_receive (rl_roundtrip.c)
  *	   write the commands and wait for the replies on the latch, with the
  *	   timeouts; a failure is recorded there (rl_conn_failure), on the
  *	   node the call went to.

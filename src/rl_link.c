@@ -8,7 +8,7 @@
  * its reader; only the bytes take another road when ratelimit.redis_tls is
  * on: OpenSSL runs over the context's own non-blocking socket.  Nothing
  * here ever waits: each step does what the socket allows now and says
- * what it needs next (RL_IO_WANT_READ/WRITE), and rl_conn.c waits for it
+ * what it needs next (RL_IO_WANT_READ/WRITE), and rl_roundtrip.c waits for it
  * on the latch, so cancel, statement_timeout and postmaster death reach a
  * backend mid-handshake as they do mid-read.
  *

@@ -191,8 +191,8 @@ rl_stats_backend_counters(RlCounters *out)
 
 /*
  * Counts a failure under its reason, read from the failure's message
- * (rl_conn.c and rl_scripts.c word them; a new wording that matches none
- * of these prefixes counts as "unavailable").
+ * (rl_connect.c, rl_roundtrip.c and rl_scripts.c word them; a new wording
+ * that matches none of these prefixes counts as "unavailable").
  */
 void
 rl_stats_failure(const char *setting, const char *what)

@@ -1,0 +1,537 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_connect.c
+ *	  Opening a backend's connection to one Redis node.
+ *
+ * A connection is a non-blocking connect waited for on the latch under
+ * connect_timeout, the TLS handshake when redis_tls is on, then AUTH,
+ * SELECT, CLIENT SETNAME and INFO in one round trip.  The password comes
+ * from its setting or its file, read afresh at each connection; it never
+ * reaches a message.  A failure says whether a setting is wrong (which
+ * setting) or Redis is unavailable, and rl_conn.c records it.
+ *
+ * hiredis's reply reader is bounded here too, for the connection's life:
+ * no reply to the extension's commands needs a large array, and a peer
+ * that claims one must not make the backend allocate it.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_connect.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "rl_node.h"
+#include "rl_sentinel.h"
+
+/* Longest password accepted from ratelimit.redis_password_file. */
+#define RL_MAX_PASSWORD_BYTES	1024
+
+/* hiredis's reply builders, with arrays bounded (see RL_MAX_REPLY_ELEMENTS). */
+static redisReplyObjectFunctions rl_reply_functions;
+static void *(*rl_hiredis_create_array) (const redisReadTask *, int) = NULL;
+int			rl_refused_elements = 0;
+
+/* hiredis's createArray, refusing tables no reply of ours needs. */
+static void *
+rl_create_array(const redisReadTask *task, int elements)
+{
+	if (elements > (rl_large_replies ? RL_MAX_LARGE_ELEMENTS : RL_MAX_REPLY_ELEMENTS))
+	{
+		rl_refused_elements = elements;
+		return NULL;			/* hiredis: a protocol error, nothing allocated */
+	}
+	return rl_hiredis_create_array(task, elements);
+}
+
+/*
+ * The password setting that serves node: the Sentinels' own, or Redis's;
+ * its _file form when that is set (it then wins over the value).
+ */
+static const char *
+rl_password_setting(const RlNode *node)
+{
+	if (node != NULL && node->sentinel)
+		return rl_sentinel_password_file[0] != '\0' ?
+			"ratelimit.sentinel_password_file" : "ratelimit.sentinel_password";
+	return rl_redis_password_file[0] != '\0' ?
+		"ratelimit.redis_password_file" : "ratelimit.redis_password";
+}
+
+/*
+ * The password to send to rl_cur, into buf: the first line of the
+ * password file when one is set (redis_password_file, or for a Sentinel
+ * sentinel_password_file), else the password setting.  The file is read
+ * afresh at each connection, so a new password needs no reload; it is
+ * refused unless only its owner may read it, as libpq refuses a .pgpass
+ * that group or others can read.  False, with the reason in "why", when
+ * the password cannot be used; no reason ever quotes the file's content.
+ */
+static bool
+rl_password(char *buf, size_t size, char *why, size_t whysize)
+{
+	bool		sentinel = rl_cur != NULL && rl_cur->sentinel;
+	const char *path = sentinel ? rl_sentinel_password_file : rl_redis_password_file;
+	const char *value = sentinel ? rl_sentinel_password : rl_redis_password;
+	const char *setting = rl_password_setting(rl_cur);
+	struct stat st;
+	int			fd;
+	ssize_t		n;
+	size_t		len;
+
+	if (path[0] == '\0')
+	{
+		if (strlen(value) > size - 2)
+		{
+			snprintf(why, whysize, "%s is longer than %d bytes",
+					 setting, (int) size - 2);
+			return false;
+		}
+		strlcpy(buf, value, size);
+		return true;
+	}
+
+	/* O_NONBLOCK: a FIFO named here must not hang the backend in open(). */
+	fd = OpenTransientFile(path, O_RDONLY | O_NONBLOCK | PG_BINARY);
+	if (fd < 0)
+	{
+		snprintf(why, whysize, "could not open %s \"%s\": %s",
+				 setting, path, strerror(errno));
+		return false;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+	{
+		snprintf(why, whysize, "%s \"%s\" is not a regular file",
+				 setting, path);
+		CloseTransientFile(fd);
+		return false;
+	}
+	if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+	{
+		snprintf(why, whysize,
+				 "%s \"%s\" has group or world access (mode %04o); it must be u=rw (0600) or less",
+				 setting, path, (unsigned int) (st.st_mode & 07777));
+		CloseTransientFile(fd);
+		return false;
+	}
+	n = read(fd, buf, size - 1);
+	CloseTransientFile(fd);
+	if (n < 0)
+	{
+		snprintf(why, whysize, "could not read %s \"%s\": %s",
+				 setting, path, strerror(errno));
+		return false;
+	}
+	buf[n] = '\0';
+	len = strcspn(buf, "\r\n");
+	if (len == (size_t) n && n == (ssize_t) size - 1)
+	{
+		explicit_bzero(buf, size);
+		snprintf(why, whysize,
+				 "the first line of %s \"%s\" is longer than %d bytes",
+				 setting, path, (int) size - 2);
+		return false;
+	}
+	explicit_bzero(buf + len, size - len);
+	if (len == 0)
+	{
+		snprintf(why, whysize, "the first line of %s \"%s\" is empty",
+				 setting, path);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The setting a failed connect points at: a socket path that is not there
+ * or may not be opened, or a host name that does not resolve.  A refused
+ * connection is an outage (nothing listens there now).
+ */
+static const char *
+rl_connect_setting(const RlNode *node, const char *errstr)
+{
+	if (node->host != NULL)
+	{
+		/* A cluster node: a seed of redis_nodes, or an address it gave. */
+		if (strstr(errstr, "Name or service not known") != NULL ||
+			strstr(errstr, "No address associated") != NULL)
+			return "ratelimit.redis_nodes";
+		return NULL;
+	}
+	if (rl_redis_socket[0] != '\0')
+	{
+		char		dir[MAXPGPATH];
+		struct stat st;
+
+		if (strstr(errstr, "Permission denied") != NULL ||
+			strstr(errstr, "Not a directory") != NULL)
+			return "ratelimit.redis_socket";
+
+		/*
+		 * Redis removes its socket when it stops, so a missing socket in a
+		 * directory that is there is a server being restarted; a missing
+		 * directory is a wrong path.
+		 */
+		if (strstr(errstr, "No such file") != NULL)
+		{
+			strlcpy(dir, rl_redis_socket, sizeof(dir));
+			get_parent_directory(dir);
+			if (stat(dir[0] != '\0' ? dir : "/", &st) != 0 || !S_ISDIR(st.st_mode))
+				return "ratelimit.redis_socket";
+		}
+		return NULL;
+	}
+	/* A name that does not resolve; a failing resolver is an outage. */
+	if (strstr(errstr, "Name or service not known") != NULL ||
+		strstr(errstr, "No address associated") != NULL)
+		return "ratelimit.redis_host";
+	return NULL;
+}
+
+/* Pulls "redis_version:x.y.z" out of an INFO server reply. */
+static void
+rl_parse_version(RlNode *node, const char *info)
+{
+	const char *p = strstr(info, "redis_version:");
+	size_t		len;
+
+	node->server_version[0] = '\0';
+	if (p == NULL)
+		return;
+	p += strlen("redis_version:");
+	len = strcspn(p, "\r\n");
+	if (len >= sizeof(node->server_version))
+		len = sizeof(node->server_version) - 1;
+	memcpy(node->server_version, p, len);
+	node->server_version[len] = '\0';
+}
+
+/*
+ * The TLS handshake over the node's connected socket, waited for on the
+ * latch under the connect deadline.  False (recorded) when it fails: a
+ * certificate that did not verify, a file that cannot be used, or a peer
+ * that does not speak TLS is a configuration error naming the setting;
+ * a timeout or a reset is an outage.
+ */
+static bool
+rl_tls_connect(RlNode *node, TimestampTz deadline)
+{
+	const char *setting = NULL;
+	char		why[256];
+
+	if (!rl_tls_prepare(&setting, why, sizeof(why)))
+	{
+		if (setting != NULL)
+			rl_conn_misconfigured(setting, "%s", why);
+		else
+			rl_conn_failure(false, "%s", why);
+		return false;
+	}
+	node->ssl = rl_tls_start(node->ctx, rl_node_host(node));
+	if (node->ssl == NULL)
+	{
+		rl_conn_failure(false, "could not start TLS: %s", node->ctx->errstr);
+		return false;
+	}
+	for (;;)
+	{
+		RlIo		io = rl_tls_handshake(node->ssl, node->ctx);
+
+		if (io == RL_IO_DONE)
+			return true;
+		if (io == RL_IO_ERROR)
+		{
+			setting = rl_tls_error_setting();
+			if (setting != NULL)
+				rl_conn_misconfigured(setting, "TLS handshake failed: %s",
+									  node->ctx->errstr);
+			else
+				rl_conn_failure(false, "TLS handshake failed: %s",
+								node->ctx->errstr);
+			return false;
+		}
+		if (!rl_wait(node, rl_io_events(io), deadline))
+		{
+			rl_conn_failure(false, "timed out in the TLS handshake with Redis (a server that does not speak TLS on this port waits like this too)");
+			return false;
+		}
+	}
+}
+
+/*
+ * Opens the connection: a non-blocking connect waited for under
+ * connect_timeout, the TLS handshake when redis_tls is on, then AUTH, SELECT, CLIENT SETNAME and INFO in one round
+ * trip.  The client name (pg:<database oid>:<pid>) tells an operator which
+ * backend a Redis client belongs to.  Secrets never reach a message.
+ */
+bool
+rl_connect(RlNode *node)
+{
+	TimestampTz deadline;
+	redisContext *c;
+	const char *argv[4][4];
+	size_t		argvlen[4][4];
+	RlCommand	cmds[4];
+	redisReply *replies[4];
+	int			n = 0;
+	int			optional;
+	bool		connected;
+	int			err = 0;
+	socklen_t	errlen = sizeof(err);
+	char		db[16];
+	char		name[64];
+	char		password[RL_MAX_PASSWORD_BYTES + 2];
+	char		why[256];
+	bool		ok;
+
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   rl_connect_timeout);
+	rl_cur = node;
+
+	if (!rl_password(password, sizeof(password), why, sizeof(why)))
+	{
+		rl_conn_misconfigured(rl_password_setting(node), "%s", why);
+		return false;
+	}
+
+	/*
+	 * The socket and the wait set's epoll descriptor both count against
+	 * the backend's budget of external descriptors, which postgres_fdw and
+	 * dblink share.  Both are reserved first, so that a backend out of
+	 * descriptors is an outage for the policy to answer, not an ERROR from
+	 * inside CreateWaitEventSet; the second goes back just before the wait
+	 * set takes it.
+	 */
+	if (!AcquireExternalFD())
+	{
+		explicit_bzero(password, sizeof(password));
+		rl_conn_failure(false, "could not connect to Redis: too many open files");
+		return false;
+	}
+	if (!AcquireExternalFD())
+	{
+		ReleaseExternalFD();
+		explicit_bzero(password, sizeof(password));
+		rl_conn_failure(false, "could not connect to Redis: too many open files");
+		return false;
+	}
+	if (node->host != NULL)
+		c = redisConnectNonBlock(node->host, node->port);
+	else if (rl_redis_socket[0] != '\0')
+		c = redisConnectUnixNonBlock(rl_redis_socket);
+	else
+		c = redisConnectNonBlock(rl_redis_host, rl_redis_port);
+	if (c == NULL || c->err)
+	{
+		char		msg[128];
+
+		strlcpy(msg, c != NULL ? c->errstr : "out of memory", sizeof(msg));
+		if (c != NULL)
+			redisFree(c);
+		ReleaseExternalFD();
+		ReleaseExternalFD();
+		explicit_bzero(password, sizeof(password));
+		if (rl_connect_setting(node, msg) != NULL)
+			rl_conn_misconfigured(rl_connect_setting(node, msg),
+								  "could not connect to Redis: %s", msg);
+		else
+			rl_conn_failure(false, "could not connect to Redis: %s", msg);
+		return false;
+	}
+	node->ctx = c;
+	rl_counters.connects++;
+	if (rl_hiredis_create_array == NULL)
+	{
+		rl_reply_functions = *c->reader->fn;
+		rl_hiredis_create_array = rl_reply_functions.createArray;
+		rl_reply_functions.createArray = rl_create_array;
+	}
+	c->reader->fn = &rl_reply_functions;
+	rl_refused_elements = 0;
+
+	/*
+	 * Building the wait set can still fail (epoll_create1 itself, out of
+	 * memory): the ERROR must not leave a connection without one behind.
+	 */
+	ReleaseExternalFD();
+	PG_TRY();
+	{
+		node->waitset = CreateWaitEventSet(TopMemoryContext, 3);
+		AddWaitEventToSet(node->waitset, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch,
+						  NULL);
+		AddWaitEventToSet(node->waitset, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET,
+						  NULL, NULL);
+		node->sock_pos = AddWaitEventToSet(node->waitset, WL_SOCKET_WRITEABLE,
+										   c->fd, NULL, NULL);
+		node->sock_events = WL_SOCKET_WRITEABLE;
+		connected = rl_wait(node, WL_SOCKET_WRITEABLE, deadline);
+	}
+	PG_CATCH();
+	{
+		explicit_bzero(password, sizeof(password));
+		rl_discard(node);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!connected)
+	{
+		explicit_bzero(password, sizeof(password));
+		rl_conn_failure(false, "timed out connecting to Redis");
+		return false;
+	}
+	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &errlen) != 0 || err != 0)
+	{
+		explicit_bzero(password, sizeof(password));
+		rl_conn_failure(false, "could not connect to Redis: %s",
+						strerror(err != 0 ? err : errno));
+		return false;
+	}
+	if (rl_redis_tls)
+	{
+		PG_TRY();
+		{
+			ok = rl_tls_connect(node, deadline);
+		}
+		PG_CATCH();
+		{
+			/* A half-done handshake must not be taken for a link. */
+			explicit_bzero(password, sizeof(password));
+			rl_discard(node);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		if (!ok)
+		{
+			explicit_bzero(password, sizeof(password));
+			return false;
+		}
+	}
+
+	/* The handshake, one round trip. */
+	if (password[0] != '\0')
+	{
+		int			k = 0;
+
+		argv[n][k++] = "AUTH";
+		if ((node->sentinel ? rl_sentinel_username : rl_redis_username)[0] != '\0')
+			argv[n][k++] = node->sentinel ? rl_sentinel_username : rl_redis_username;
+		argv[n][k++] = password;
+		cmds[n].argc = k;
+		n++;
+	}
+	/* A cluster has only database 0 (rl_conn_begin checked it is so). */
+	if (rl_redis_db != 0 && !node->sentinel && rl_redis_mode != RL_MODE_CLUSTER)
+	{
+		snprintf(db, sizeof(db), "%d", rl_redis_db);
+		argv[n][0] = "SELECT";
+		argv[n][1] = db;
+		cmds[n].argc = 2;
+		n++;
+	}
+	snprintf(name, sizeof(name), "pg:%u:%d", MyDatabaseId, MyProcPid);
+	optional = n;
+	argv[n][0] = "CLIENT";
+	argv[n][1] = "SETNAME";
+	argv[n][2] = name;
+	cmds[n].argc = 3;
+	n++;
+	argv[n][0] = "INFO";
+	argv[n][1] = "server";
+	cmds[n].argc = 2;
+	n++;
+	for (int i = 0; i < n; i++)
+	{
+		for (int k = 0; k < cmds[i].argc; k++)
+			argvlen[i][k] = strlen(argv[i][k]);
+		cmds[i].argv = argv[i];
+		cmds[i].argvlen = argvlen[i];
+	}
+
+	PG_TRY();
+	{
+		ok = rl_node_roundtrip(node, cmds, n, replies, deadline, false);
+	}
+	PG_FINALLY();
+	{
+		explicit_bzero(password, sizeof(password));
+	}
+	PG_END_TRY();
+	if (!ok)
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		/*
+		 * CLIENT SETNAME and INFO only label the connection: an ACL user
+		 * with just the commands the scripts need may run neither, a
+		 * server may have renamed them away, and the limiter works
+		 * without them.
+		 */
+		if (i >= optional && replies[i]->type == REDIS_REPLY_ERROR &&
+			(strncmp(replies[i]->str, "NOPERM", 6) == 0 ||
+			 strncmp(replies[i]->str, "ERR unknown command", 19) == 0))
+			continue;
+		if (replies[i]->type == REDIS_REPLY_ERROR)
+		{
+			/*
+			 * A wrong password or database is ours to fix; max clients,
+			 * LOADING ... are the server's state.
+			 */
+			char		msg[200];
+			const char *setting;
+
+			strlcpy(msg, replies[i]->str, sizeof(msg));
+			rl_free_replies(replies, n);
+			setting = rl_reply_setting(msg);
+			if (setting != NULL)
+				rl_conn_misconfigured(setting, "Redis refused the connection: %s", msg);
+			else
+				rl_conn_failure(false, "Redis refused the connection: %s", msg);
+			return false;
+		}
+
+		/*
+		 * AUTH, SELECT and CLIENT SETNAME answer +OK, INFO a bulk string:
+		 * anything else comes from a peer out of step, or not Redis.
+		 */
+		if (replies[i]->type != (i == n - 1 ? REDIS_REPLY_STRING : REDIS_REPLY_STATUS))
+		{
+			rl_free_replies(replies, n);
+			rl_conn_failure(false, "unexpected reply to %s from Redis", argv[i][0]);
+			return false;
+		}
+	}
+	if (replies[n - 1]->type == REDIS_REPLY_STRING)
+		rl_parse_version(node, replies[n - 1]->str);
+	rl_free_replies(replies, n);
+
+	/*
+	 * The scripts call TIME before writing, which needs the effects
+	 * replication of Redis 5, and set several hash fields at once (Redis
+	 * 4): an older server would fail every call with a script error.
+	 */
+	if (node->server_version[0] != '\0' && atoi(node->server_version) < 5)
+	{
+		char		version[sizeof(node->server_version)];
+
+		strlcpy(version, node->server_version, sizeof(version));
+		rl_discard(node);
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("Redis server %s runs Redis %s, which is too old",
+						rl_conn_endpoint(), version),
+				 errhint("ratelimit needs Redis 5.0 or later.")));
+	}
+	return true;
+}
