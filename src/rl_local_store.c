@@ -48,7 +48,6 @@
 #define RL_LOCAL_TRANCHE	"ratelimit_local"
 /* Long keys: the inline bytes kept, then a second hash in the last 8. */
 #define RL_LOCAL_KEY_PREFIX	(RL_LOCAL_KEY_INLINE - 8)
-#define RL_LOCAL_SEED2		UINT64CONST(0x9e3779b97f4a7c15)
 
 /*
  * A partition's own line: its clock is written by every call on it, so
@@ -67,7 +66,9 @@ typedef struct RlLocalShared
 {
 	int32		per_part;		/* entries per partition */
 	int32		nbuckets;		/* hash chains per partition, a power of 2 */
-	char		pad[PG_CACHE_LINE_SIZE - 2 * sizeof(int32)];
+	uint64		seed;			/* the key hash's, drawn at each start */
+	uint64		seed2;			/* a long key's second hash's */
+	char		pad[PG_CACHE_LINE_SIZE - 2 * sizeof(int32) - 2 * sizeof(uint64)];
 	RlLocalPartition part[RL_LOCAL_PARTITIONS];
 } RlLocalShared;
 
@@ -78,6 +79,25 @@ static LWLockPadded *rl_local_locks = NULL;
 
 static shmem_request_hook_type rl_prev_request_hook = NULL;
 static shmem_startup_hook_type rl_prev_startup_hook = NULL;
+
+/*
+ * The hash seeds, random at each server start (and crash restart).  A
+ * key's partition and chain come from its hash: with a seed anyone knows,
+ * a caller could compute keys that share a victim's partition and fill it
+ * with a few dozen calls, so that the victim's limiter finds no room and
+ * its calls get the failure policy's answer; or build a long key whose
+ * two hashes equal another's, to share its entry.  Nothing outlives the
+ * table, so nothing needs the same seed twice.
+ */
+static void
+rl_local_seeds(uint64 *seed, uint64 *seed2)
+{
+	if (!pg_strong_random(seed, sizeof(*seed)) ||
+		!pg_strong_random(seed2, sizeof(*seed2)))
+		ereport(FATAL,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate random seeds for the ratelimit local engine")));
+}
 
 /* The table's geometry, from the setting (fixed at server start). */
 static void
@@ -138,6 +158,7 @@ rl_local_startup(void)
 	{
 		memset(rl_local, 0, sizeof(RlLocalShared));
 		rl_local_geometry(&rl_local->per_part, &rl_local->nbuckets);
+		rl_local_seeds(&rl_local->seed, &rl_local->seed2);
 	}
 	p += MAXALIGN(sizeof(RlLocalShared));
 	rl_local_buckets = (int32 *) p;
@@ -243,7 +264,8 @@ rl_local_clock(const int *parts, int n, double pinned, double wall)
 uint64
 rl_local_hash(const char *key, size_t len)
 {
-	return hash_bytes_extended((const unsigned char *) key, (int) len, 0);
+	return hash_bytes_extended((const unsigned char *) key, (int) len,
+							   rl_local->seed);
 }
 
 /* The partition of a hash: its top bits (the chain uses the low ones). */
@@ -278,7 +300,7 @@ rl_local_same(const RlLocalEntry *e, const char *key, size_t len, uint64 hash)
 	if (len <= RL_LOCAL_KEY_INLINE)
 		return memcmp(e->key, key, len) == 0;
 	hash2 = hash_bytes_extended((const unsigned char *) key, (int) len,
-								RL_LOCAL_SEED2);
+								rl_local->seed2);
 	return memcmp(e->key, key, RL_LOCAL_KEY_PREFIX) == 0 &&
 		memcmp(e->key + RL_LOCAL_KEY_PREFIX, &hash2, 8) == 0;
 }
@@ -382,7 +404,7 @@ rl_local_find(const char *key, size_t len, uint64 hash, double now,
 	else
 	{
 		uint64		hash2 = hash_bytes_extended((const unsigned char *) key,
-												(int) len, RL_LOCAL_SEED2);
+												(int) len, rl_local->seed2);
 
 		memcpy(e->key, key, RL_LOCAL_KEY_PREFIX);
 		memcpy(e->key + RL_LOCAL_KEY_PREFIX, &hash2, 8);
