@@ -42,7 +42,7 @@ shared_preload_libraries = 'ratelimit'
 ratelimit.engine = local
 ratelimit.redis_port = 1
 ratelimit.failure_mode = error
-ratelimit.local_max_entries = 2000
+ratelimit.local_max_entries = 4000
 restart_after_crash = on
 });
 $node->start;
@@ -154,17 +154,17 @@ is($o, 'f|0|0|0', 'no connection to Redis was ever made');
 # 3a. A chosen partition.  A key's partition is the top bits of its hash.
 # Were the seed known (it was 0), anyone could compute keys that share a
 # victim's partition (hashtextextended() in SQL is the same hash) and fill
-# it with 40 calls (16 entries a partition here), so that the victim's
+# it with 80 calls (32 entries a partition here), so that the victim's
 # first call found no room and got the failure policy's answer: under
 # open, let through, however often.  The seed is drawn at server start,
 # so keys chosen for seed 0 spread over the partitions.
 my $same_part = "WITH v AS (SELECT (SELECT oid FROM pg_database WHERE datname = current_database()) AS db), "
   . "p AS (SELECT hashtextextended(format('rl:{%s:victim:7}:gcra', db), 0) >> 57 AS p FROM v) "
   . "SELECT ARRAY(SELECT 'part:' || g FROM generate_series(1, 40000) g, v, p "
-  . "WHERE hashtextextended(format('rl:{%s:part:%s}:fixed_window', db, g), 0) >> 57 = p.p LIMIT 40)";
+  . "WHERE hashtextextended(format('rl:{%s:part:%s}:fixed_window', db, g), 0) >> 57 = p.p LIMIT 80)";
 ($o) = rl_run($a, "SET ratelimit.test_clock_ms = $T0;\n"
 	  . "SELECT count(*) FILTER (WHERE allowed) FROM rl_allow_many(($same_part), 'fixed_window', 1, '1 hour')");
-is($o, '40', '40 keys chosen to share the victim\'s partition under seed 0, each admitted');
+is($o, '80', '80 keys chosen to share the victim\'s partition under seed 0, each admitted');
 ($o, $err) = rl_run($a, "SET ratelimit.failure_mode = open;\n"
 	  . "SELECT string_agg(allowed || '/' || coalesce(remaining::text, 'policy'), ',') "
 	  . "FROM generate_series(1, 3) g, LATERAL rl_allow('victim:7', 'gcra', 1, '1 hour', 1 + 0 * g)");
@@ -172,17 +172,17 @@ is($o, 'true/0,false/0,false/0', 'the victim still has an entry: limited exactly
 unlike($err, qr/local_max_entries is full/, 'and no WARNING that the table is full');
 rl_run($a, "SET ratelimit.failure_mode = error");
 
-# 3. The table full.  2000 entries are 16 in each of 128 partitions, at
-# most 2048: 5000 new keys cannot all fit.
+# 3. The table full.  4000 entries are 32 in each of 128 partitions, at
+# most 4096: 10000 new keys cannot all fit.
 my $fill = "SELECT count(*) FILTER (WHERE allowed), count(*) FILTER (WHERE NOT allowed), "
   . "count(*) FILTER (WHERE remaining IS NULL) FROM rl_allow_many("
-  . "ARRAY(SELECT 'full:' || k FROM generate_series(1, 5000) k), 'fixed_window', 3, '1 hour')";
+  . "ARRAY(SELECT 'full:' || k FROM generate_series(1, 10000) k), 'fixed_window', 3, '1 hour')";
 ($o, $err) = rl_run($a, "SET ratelimit.failure_mode = closed;\n$fill");
 my ($admitted, $denied, $policy) = split /\|/, $o;
-# About 660 entries are taken by the sections above.
-ok($admitted >= 1300 && $admitted <= 2048 - 660,
-	"table full: $admitted of 5000 new keys got an entry (2048 at most in all)");
-is($admitted + $policy, 5000, 'every other key got the policy answer (closed: denied)');
+# About 700 entries are taken by the sections above.
+ok($admitted >= 3000 && $admitted <= 4096 - 600,
+	"table full: $admitted of 10000 new keys got an entry (4096 at most in all)");
+is($admitted + $policy, 10000, 'every other key got the policy answer (closed: denied)');
 is($denied, $policy, 'no key was admitted without an entry');
 like($err, qr/WARNING:  (?:53400: )?ratelimit.local_max_entries is full; calls are denied/,
 	'a WARNING says the table is full and what the calls get');
@@ -229,7 +229,9 @@ $_->quit for $a, $b;
 # partition's LWLock, which proves the stopped backend holds it; then it
 # is killed.
 my ($lout, $lerr) = ('', '');
-local $ENV{PGOPTIONS} = '-c ratelimit.deny_cache=off';
+# Their clock is 4 hours on: every entry above has expired, so the key's
+# partition has room whatever its place.
+local $ENV{PGOPTIONS} = '-c ratelimit.deny_cache=off -c ratelimit.test_clock_ms=' . ($T0 + 14_400_000);
 my $looper = IPC::Run::start(
 	[ 'psql', '-XAtq', '-d', $node->connstr('postgres') . ' application_name=rl_looper',
 		'-c', "SELECT count(*) FROM generate_series(1, 1000) g, LATERAL rl_allow_many(ARRAY(SELECT 'crash' || left(g::text, 0) FROM generate_series(1, 100000)), 'gcra', 1000000, '1 hour')" ],
@@ -369,10 +371,18 @@ like($err, qr/ERROR:  53400: ratelimit.local_log_entries is full/,
 is($o, 't|2', 'rl_reset gives the blocks back');
 ($o) = rl_run($p, $pfill);
 is($o, '960|0|1040', 'the pool fills again (30 blocks)');
-($o) = rl_run($p, "SET ratelimit.test_clock_ms = " . ($T0 + 7_200_000) . ";\n"
-	  . "SELECT count(*) FILTER (WHERE allowed) FROM generate_series(1, 2000) g, "
-	  . "LATERAL rl_allow('pool:later', 'sliding_log', 100000, '1 hour', 1 + 0 * g)");
-is($o, 1024, 'two hours later every log has expired: its blocks are reclaimed');
+# A call reclaims expired logs in every partition but those it holds
+# itself, so a second key takes what the first could not reach (its own
+# partition's expired logs, if it shares one with them): together 1024.
+my $later = sub {
+	my ($key) = @_;
+	my ($n) = rl_run($p, "SET ratelimit.test_clock_ms = " . ($T0 + 7_200_000) . ";\n"
+		  . "SELECT count(*) FILTER (WHERE allowed) FROM generate_series(1, 2000) g, "
+		  . "LATERAL rl_allow('$key', 'sliding_log', 100000, '1 hour', 1 + 0 * g)");
+	return $n;
+};
+my ($l1, $l2) = ($later->('pool:later'), $later->('pool:later2'));
+is($l1 + $l2, 1024, "two hours later every log has expired: its blocks are reclaimed ($l1 + $l2 calls)");
 ($o) = rl_run($p, 'SELECT failures > 0 FROM rl_status()');
 is($o, 't', 'the refusals are counted as failures');
 $p->quit;
