@@ -15,6 +15,12 @@
 -- algorithm works at the newest time its state has seen and reports its
 -- waits from the caller's own clock.  A call of cost 0 writes nothing.
 --
+-- Since 0.4.0 a key names its limit, window and burst (rl_redis_key), so a
+-- state is read only under the parameters it was written with.  What the
+-- algorithms do with a state written under other parameters (cut it to
+-- what the caller's parameters can mean) is a defence against a state
+-- changed by hand, not a path calls take.
+--
 -- What a check costs Redis (test/bench/redis_time.sh measures it) is
 -- mostly its redis.call()s, then the Lua work around them, where string
 -- work is dear (a string.match with its tonumbers about 2 us, a

@@ -11,9 +11,10 @@
 --
 LOAD 'ratelimit';
 SET ratelimit.test_clock_ms = 1800000000000;
-SELECT count(rl_reset('acquire:' || k, a)) AS cleaned
-FROM unnest(ARRAY['token_bucket', 'gcra', 'fixed_window', 'sliding_log']) a,
-	 unnest(ARRAY['t', 'g', 'f', 's', 'z', 'e']) k;
+SELECT count(rl_reset('acquire:' || k, a, l, w::interval)) AS cleaned
+FROM (VALUES ('t', 'token_bucket', 1, '10 s'), ('g', 'gcra', 2, '10 s'),
+			 ('f', 'fixed_window', 2, '1 minute'), ('s', 'sliding_log', 2, '10 s'),
+			 ('z', 'gcra', 2, '10 s'), ('e', 'gcra', 2, '10 s')) v(k, a, l, w);
 
 CREATE FUNCTION try(expr text) RETURNS text
 LANGUAGE plpgsql AS $$
@@ -115,7 +116,8 @@ SELECT n, try(e) FROM (VALUES
 SELECT try($$rl_acquire('acquire:z', 'gcra', 2, '10 s', max_wait => '1 hour')$$);
 SELECT calls - :calls0 AS round_trips FROM rl_status();
 
-SELECT count(rl_reset('acquire:' || k, a)) AS cleaned
-FROM unnest(ARRAY['token_bucket', 'gcra', 'fixed_window', 'sliding_log']) a,
-	 unnest(ARRAY['t', 'g', 'f', 's', 'z', 'e']) k;
+SELECT count(rl_reset('acquire:' || k, a, l, w::interval)) AS cleaned
+FROM (VALUES ('t', 'token_bucket', 1, '10 s'), ('g', 'gcra', 2, '10 s'),
+			 ('f', 'fixed_window', 2, '1 minute'), ('s', 'sliding_log', 2, '10 s'),
+			 ('z', 'gcra', 2, '10 s'), ('e', 'gcra', 2, '10 s')) v(k, a, l, w);
 DROP FUNCTION try(text);

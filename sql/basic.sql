@@ -14,12 +14,12 @@ SELECT connected, server_version IS NULL AS no_version, calls, connects
 FROM rl_status();
 
 SET ratelimit.test_clock_ms = 1800000000000;
-SELECT count(rl_reset(k, a)) AS cleaned
-FROM (VALUES ('user:42', 'sliding_log'), ('user:42', 'gcra'),
-			 ('basic:peek', 'fixed_window'), ('basic:reset', 'token_bucket'),
-			 ('basic:reset', 'leaky_bucket'), ('basic:reset', 'gcra'),
-			 ('basic:count', 'fixed_window'), ('basic:rows', 'fixed_window'),
-			 ('basic:rows2', 'sliding_log')) v(k, a);
+SELECT count(rl_reset(k, a, l, w::interval)) AS cleaned
+FROM (VALUES ('user:42', 'sliding_log', 100, '1 minute'), ('user:42', 'gcra', 100, '1 minute'),
+			 ('basic:peek', 'fixed_window', 3, '10 s'), ('basic:reset', 'token_bucket', 2, '10 s'),
+			 ('basic:reset', 'leaky_bucket', 2, '1 minute'), ('basic:reset', 'gcra', 2, '1 minute'),
+			 ('basic:count', 'fixed_window', 2, '10 s'), ('basic:rows', 'fixed_window', 7, '1 minute'),
+			 ('basic:rows2', 'sliding_log', 7, '1 minute')) v(k, a, l, w);
 
 -- The signature and the result type.
 SELECT pg_get_function_arguments('rl_allow'::regproc) AS rl_allow,
@@ -60,13 +60,16 @@ SELECT * FROM rl_allow('basic:peek', 'fixed_window', 3, '10 s', 0);
 -- rl_reset: true when there was state, then false; the limiter is fresh.
 -- token_bucket 2 per 10 s, cost 2: (t,0,0,10000), then (t,2,0,0).
 SELECT * FROM rl_allow('basic:reset', 'token_bucket', 2, '10 s', 2);
-SELECT rl_reset('basic:reset', 'token_bucket');
-SELECT rl_reset('basic:reset', 'token_bucket');
+SELECT rl_reset('basic:reset', 'token_bucket', 2, '10 s');
+SELECT rl_reset('basic:reset', 'token_bucket', 2, '10 s');
 SELECT * FROM rl_peek('basic:reset', 'token_bucket', 2, '10 s');
--- Resetting one algorithm leaves the same key's other limiters alone.
--- leaky_bucket 2 per minute: (t,1,0,30000) before and after.
+-- Resetting one algorithm, or other parameters, leaves the same key's
+-- other limiters alone: a limiter is its key, algorithm, limit, window
+-- and burst.  leaky_bucket 2 per minute: (t,1,0,30000) before and after
+-- both resets (false: nothing there).
 SELECT * FROM rl_allow('basic:reset', 'leaky_bucket', 2, '1 minute');
-SELECT rl_reset('basic:reset', 'gcra');
+SELECT rl_reset('basic:reset', 'gcra', 2, '1 minute');
+SELECT rl_reset('basic:reset', 'leaky_bucket', 3, '1 minute');
 SELECT * FROM rl_peek('basic:reset', 'leaky_bucket', 2, '1 minute');
 
 -- rl_status: connected, a server version, this backend's counters.  The

@@ -29,15 +29,8 @@ INSERT INTO odd VALUES
 	(15, '😀'),
 	(16, 'k');
 
--- Clean up every limiter this suite writes.
-SELECT count(rl_reset(k, a)) AS cleaned
-FROM (SELECT key, 'fixed_window' FROM odd
-	  UNION ALL VALUES ('errors:warmup', 'gcra'), (repeat('k', 1024), 'gcra'),
-			(repeat('ü', 512), 'gcra'), ('errors:l', 'fixed_window'),
-			('errors:l', 'sliding_log'), ('errors:w1', 'sliding_log'),
-			('errors:w2', 'sliding_log'), ('errors:w3', 'sliding_log'),
-			('errors:w4', 'sliding_log'), ('errors:w5', 'sliding_log'),
-			('errors:c', 'gcra')) v(k, a);
+-- Every key lives under this database's OID, new for each pg_regress run,
+-- so no state of an earlier run can leak in.
 
 CREATE FUNCTION try(expr text) RETURNS text
 LANGUAGE plpgsql AS $$
@@ -54,8 +47,11 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
--- Connect once, so the counters below only move for round trips.
-SELECT allowed FROM rl_peek('errors:warmup', 'gcra', 5, '10 s');
+-- Connect once (to every master, in cluster mode: 64 keys reach them
+-- all), so the counters below only move for round trips.
+SELECT count(*) FILTER (WHERE allowed) AS warm
+FROM rl_allow_many(ARRAY(SELECT 'errors:warmup' || g FROM generate_series(1, 64) g),
+				   'gcra', 5, '10 s', 0);
 SELECT calls AS calls0, allowed AS allowed0, denied AS denied0,
 	   failures AS failures0, connects AS connects0
 FROM rl_status() \gset
@@ -72,8 +68,10 @@ SELECT n, try(e) FROM (VALUES
 	(8, $$rl_peek('k', NULL, 5, '10 s')$$),
 	(9, $$rl_peek('k', 'gcra', NULL, '10 s')$$),
 	(10, $$rl_peek('k', 'gcra', 5, NULL)$$),
-	(11, $$rl_reset(NULL, 'gcra')$$),
-	(12, $$rl_reset('k', NULL)$$),
+	(11, $$rl_reset(NULL, 'gcra', 5, '10 s')$$),
+	(12, $$rl_reset('k', NULL, 5, '10 s')$$),
+	(14, $$rl_reset('k', 'gcra', NULL, '10 s')$$),
+	(15, $$rl_reset('k', 'gcra', 5, NULL)$$),
 	(13, $$rl_allow(NULL, NULL, NULL, NULL, NULL)$$)
 ) c(n, e) ORDER BY n;
 
@@ -81,10 +79,10 @@ SELECT n, try(e) FROM (VALUES
 SELECT n, try(e) FROM (VALUES
 	(1, $$rl_allow('', 'gcra', 5, '10 s')$$),
 	(2, $$rl_peek('', 'gcra', 5, '10 s')$$),
-	(3, $$rl_reset('', 'gcra')$$),
+	(3, $$rl_reset('', 'gcra', 5, '10 s')$$),
 	(4, $$rl_allow(repeat('k', 1024), 'gcra', 5, '10 s')$$),
 	(5, $$rl_allow(repeat('k', 1025), 'gcra', 5, '10 s')$$),
-	(6, $$rl_reset(repeat('k', 1025), 'gcra')$$),
+	(6, $$rl_reset(repeat('k', 1025), 'gcra', 5, '10 s')$$),
 	(7, $$rl_allow(repeat('ü', 512), 'gcra', 5, '10 s')$$),
 	(8, $$rl_allow(repeat('ü', 512) || 'x', 'gcra', 5, '10 s')$$),
 	(9, $$rl_allow(repeat('k', 1048576), 'gcra', 5, '10 s')$$)
@@ -135,7 +133,7 @@ SELECT n, try(e) FROM (VALUES
 	(3, $$rl_allow('errors:a', 'Fixed_Window', 5, '10 s')$$),
 	(4, $$rl_allow('errors:a', '', 5, '10 s')$$),
 	(5, $$rl_peek('errors:a', 'fixed', 5, '10 s')$$),
-	(6, $$rl_reset('errors:a', 'leaky')$$)
+	(6, $$rl_reset('errors:a', 'leaky', 5, '10 s')$$)
 ) c(n, e) ORDER BY n;
 \set VERBOSITY default
 SELECT * FROM rl_allow('errors:a', 'fixed ', 5, '10 s');
@@ -170,15 +168,18 @@ SET ratelimit.redis_nodes = '127.0.0.1:1';
 SET ratelimit.failure_mode = error;
 SET client_min_messages = error;
 SELECT n, try(e) FROM (VALUES
-	(1, $$rl_reset(NULL, 'gcra')$$),
-	(2, $$rl_reset('', 'gcra')$$),
-	(3, $$rl_reset('k', 'GCRA')$$),
+	(1, $$rl_reset(NULL, 'gcra', 5, '10 s')$$),
+	(2, $$rl_reset('', 'gcra', 5, '10 s')$$),
+	(3, $$rl_reset('k', 'GCRA', 5, '10 s')$$),
+	(6, $$rl_reset('k', 'gcra', 0, '10 s')$$),
+	(7, $$rl_reset('k', 'gcra', 5, '0')$$),
+	(8, $$rl_reset('k', 'gcra', 5, '10 s', 0)$$),
 	(4, $$rl_allow('k', 'gcra', 0, '10 s')$$),
 	(5, $$rl_peek('k', 'gcra', 5, '0')$$)
 ) c(n, e) ORDER BY n;
 SELECT failures - :failures0 AS failures FROM rl_status();
 -- A valid call does try, and fails: 08006.
-SELECT left(try($$rl_reset('k', 'gcra')$$), 5) AS sqlstate;
+SELECT left(try($$rl_reset('k', 'gcra', 5, '10 s')$$), 5) AS sqlstate;
 SELECT left(try($$rl_allow('k', 'gcra', 5, '10 s')$$), 5) AS sqlstate;
 SELECT failures - :failures0 > 0 AS failed FROM rl_status();
 RESET client_min_messages;
@@ -193,6 +194,6 @@ SELECT n, (rl_allow(key, 'fixed_window', 100, '10 s', n)).allowed
 FROM odd ORDER BY n;
 SELECT n, octet_length(key) AS bytes, r.remaining, r.remaining = 100 - n AS own
 FROM odd, LATERAL rl_peek(key, 'fixed_window', 100, '10 s') r ORDER BY n;
-SELECT count(*) FILTER (WHERE rl_reset(key, 'fixed_window')) AS reset FROM odd;
+SELECT count(*) FILTER (WHERE rl_reset(key, 'fixed_window', 100, '10 s')) AS reset FROM odd;
 DROP TABLE odd;
 DROP FUNCTION try(text);

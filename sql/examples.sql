@@ -66,8 +66,9 @@ BEGIN
 END $$;
 
 SELECT n, (tenant_allow(1)).allowed FROM generate_series(1, 3) n;
--- The tenant upgrades: the new quota applies at once, to the calls
--- already counted.
+-- The tenant upgrades: the new quota is a new limiter (a limiter is its
+-- key, algorithm, limit, window and burst), which starts empty: 4 left
+-- after this call; the old quota's count is left to expire.
 UPDATE tenants SET plan = 'pro' WHERE tenant_id = 1;
 SELECT * FROM tenant_allow(1);
 -- An unknown tenant is an error, not a free pass.

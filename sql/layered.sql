@@ -107,7 +107,10 @@ SELECT * FROM rl_allow_layered('layered:u2', layered_rules(), 0);
 SELECT * FROM layered_layers('layered:u2');
 
 -- Rules of one algorithm with different windows keep separate state, and
--- a layered key is not the key rl_allow uses.
+-- a rule is the limiter rl_allow and rl_peek of the same parameters use
+-- (a limiter is its key, algorithm, limit, window and burst): the 1 s
+-- rule holds the 4 units of the first call (the second was denied), so
+-- (t,1,0,1000).
 SELECT * FROM rl_peek('layered:u2', 'sliding_log', 5, '1 second');
 
 -- Rules of different algorithms; the tightest one speaks.

@@ -342,7 +342,7 @@ SELECT * FROM rl_peek_layered('lay:1', ARRAY[('sliding_log', 2, '1 second'),
 -- rl_reset: true once, then false; the limiter starts afresh.
 SELECT * FROM rl_allow('reset:1', 'token_bucket', 1, '1 hour');
 SELECT * FROM rl_allow('reset:1', 'token_bucket', 1, '1 hour');
-SELECT rl_reset('reset:1', 'token_bucket'), rl_reset('reset:1', 'token_bucket');
+SELECT rl_reset('reset:1', 'token_bucket', 1, '1 hour'), rl_reset('reset:1', 'token_bucket', 1, '1 hour');
 SELECT * FROM rl_allow('reset:1', 'token_bucket', 1, '1 hour');
 
 -- Row trigger: 2 per minute per author; the third row is refused (PT429).
@@ -361,7 +361,9 @@ CREATE TRIGGER local_bulk_throttle AFTER INSERT ON local_bulk
 	REFERENCING NEW TABLE AS rl_new
 	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'fixed_window', '3', '1 minute');
 INSERT INTO local_bulk SELECT 1 + g % 2, 'row' FROM generate_series(0, 3) g;
--- Author 1 would reach 4: refused, and author 2 is not charged either.
+-- Author 1 would reach 4: refused, and author 2 is not charged either:
+-- the trigger's limiter is rl_peek's of the same parameters, and holds
+-- the first statement's 2 rows only (t,1,0,59000).
 INSERT INTO local_bulk VALUES (1, 'x'), (1, 'y'), (2, 'z');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM rl_peek('public.local_bulk:author_id=''2''', 'fixed_window', 3, '1 minute');

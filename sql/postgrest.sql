@@ -154,7 +154,7 @@ CREATE FUNCTION pgrst_counted(hops int, xff text, key text) RETURNS bigint
 LANGUAGE plpgsql AS $$
 BEGIN
 	PERFORM set_config('ratelimit.trusted_proxy_hops', hops::text, true);
-	PERFORM rl_reset(key, 'sliding_log');
+	PERFORM rl_reset(key, 'sliding_log', 1000, '1 minute');
 	PERFORM set_config('request.headers',
 					   CASE WHEN xff IS NULL THEN '{}'
 					   ELSE json_build_object('x-forwarded-for', xff)::text END,

@@ -26,14 +26,15 @@ $$;
 
 -- Clean up every limiter this suite writes, under each prefix and
 -- namespace it uses (the shared namespace outlives the database).
-SELECT count(rl_reset(k, a)) AS cleaned
-FROM (VALUES ('settings:plain', 'gcra'), ('settings:f', 'gcra'),
-			 ('settings:clock', 'gcra'), ('settings:ns', 'fixed_window')) v(k, a);
+SELECT count(rl_reset(k, a, l, w::interval)) AS cleaned
+FROM (VALUES ('settings:plain', 'gcra', 5, '1 minute'), ('settings:f', 'gcra', 5, '10 s'),
+			 ('settings:f', 'gcra', 5, '1 minute'), ('settings:clock', 'gcra', 5, '1 minute'),
+			 ('settings:ns', 'fixed_window', 5, '10 s')) v(k, a, l, w);
 SET ratelimit.key_prefix = 'other:';
-SELECT count(rl_reset('settings:ns', 'fixed_window')) AS cleaned;
+SELECT count(rl_reset('settings:ns', 'fixed_window', 5, '10 s')) AS cleaned;
 RESET ratelimit.key_prefix;
 SET ratelimit.isolate_databases = off;
-SELECT count(rl_reset('settings:ns', 'fixed_window')) AS cleaned;
+SELECT count(rl_reset('settings:ns', 'fixed_window', 5, '10 s')) AS cleaned;
 RESET ratelimit.isolate_databases;
 
 -- Every setting, with a valid value to try.
@@ -137,7 +138,7 @@ SET ROLE regress_rl_plain;
 -- Granted rl_allow and rl_peek, the role still may not reset or list.
 SELECT * FROM rl_allow('settings:plain', 'gcra', 5, '1 minute');
 SELECT * FROM rl_peek('settings:plain', 'gcra', 5, '1 minute');
-SELECT rl_reset('settings:plain', 'gcra');
+SELECT rl_reset('settings:plain', 'gcra', 5, '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM rl_status();
 \echo :LAST_ERROR_SQLSTATE
@@ -247,12 +248,12 @@ SELECT * FROM rl_allow('settings:ns', 'fixed_window', 5, '10 s');
 RESET ratelimit.isolate_databases;
 SELECT * FROM rl_peek('settings:ns', 'fixed_window', 5, '10 s');
 SET ratelimit.key_prefix = 'other:';
-SELECT rl_reset('settings:ns', 'fixed_window');
+SELECT rl_reset('settings:ns', 'fixed_window', 5, '10 s');
 RESET ratelimit.key_prefix;
 SET ratelimit.isolate_databases = off;
-SELECT rl_reset('settings:ns', 'fixed_window');
+SELECT rl_reset('settings:ns', 'fixed_window', 5, '10 s');
 RESET ratelimit.isolate_databases;
-SELECT rl_reset('settings:ns', 'fixed_window');
+SELECT rl_reset('settings:ns', 'fixed_window', 5, '10 s');
 
 -- failure_mode with Redis out of reach (nothing listens on port 1, so the
 -- connection is refused at once; redis_nodes names it too, for the same
@@ -282,7 +283,7 @@ SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
 \echo :LAST_ERROR_SQLSTATE
 -- rl_reset is administrative: 08006 whatever the mode.
 SET ratelimit.failure_mode = open;
-SELECT rl_reset('settings:f', 'gcra');
+SELECT rl_reset('settings:f', 'gcra', 5, '10 s');
 \echo :LAST_ERROR_SQLSTATE
 SELECT regexp_replace(endpoint, '^cluster:', '') AS endpoint,
 	   connected, last_error, last_error_at IS NOT NULL AS at,
@@ -349,13 +350,13 @@ RESET ratelimit.redis_tls;
 RESET ratelimit.redis_port;
 RESET ratelimit.redis_mode;
 SELECT * FROM rl_allow('settings:f', 'gcra', 5, '10 s');
-SELECT rl_reset('settings:f', 'gcra');
+SELECT rl_reset('settings:f', 'gcra', 5, '10 s');
 
 -- The Redis clock when none is pinned: a fresh gcra key reads the same,
 -- (t,4,0,12000).
 RESET ratelimit.test_clock_ms;
 SELECT * FROM rl_allow('settings:clock', 'gcra', 5, '1 minute');
-SELECT rl_reset('settings:clock', 'gcra');
+SELECT rl_reset('settings:clock', 'gcra', 5, '1 minute');
 
 -- local, with Redis out of reach again: the local engine answers,
 -- exactly: (t,4,0,12000) (t,3,0,24000), no policy answer counted; a reset
@@ -372,13 +373,13 @@ SET client_min_messages = error;
 SELECT * FROM rl_allow('settings:f', 'gcra', 5, '1 minute');
 RESET client_min_messages;
 SELECT * FROM rl_allow('settings:f', 'gcra', 5, '1 minute');
-SELECT rl_reset('settings:f', 'gcra');
+SELECT rl_reset('settings:f', 'gcra', 5, '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM rl_allow('settings:f', 'gcra', 5, '1 minute');
 SELECT fail_open - :open1 AS fail_open, fail_closed - :closed1 AS fail_closed
 FROM rl_status();
 SET ratelimit.engine = local;
-SELECT rl_reset('settings:f', 'gcra');
+SELECT rl_reset('settings:f', 'gcra', 5, '1 minute');
 RESET ratelimit.engine;
 RESET ratelimit.redis_port;
 RESET ratelimit.redis_nodes;

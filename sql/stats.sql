@@ -8,8 +8,8 @@
 -- The clock is pinned at 1700000000000 ms, 20 s into a minute.
 SET ratelimit.test_clock_ms = 1700000000000;
 SET ratelimit.deny_cache = off;
-SELECT count(rl_reset(k, 'fixed_window')) AS cleaned
-FROM unnest(ARRAY['stats:a', 'stats:b', 'stats:c', 'stats:off']) k;
+SELECT count(rl_reset(k, 'fixed_window', l, '1 minute')) AS cleaned
+FROM (VALUES ('stats:a', 2), ('stats:c', 2), ('stats:off', 1)) v(k, l);
 SELECT count(rl_reset_layered('stats:b',
 	ARRAY[('fixed_window', 10, '1 minute')::rl_rule,
 		  ('fixed_window', 1, '1 hour')::rl_rule])) AS cleaned;
@@ -217,8 +217,8 @@ DROP ROLE regress_rl_stats_plain, regress_rl_stats_monitor,
 	regress_rl_stats_granted;
 DROP FUNCTION stats_delta(), stats_remark(), stats_try(text);
 DROP TABLE stats_mark;
-SELECT count(rl_reset(k, 'fixed_window')) AS cleaned
-FROM unnest(ARRAY['stats:a', 'stats:b', 'stats:c', 'stats:off']) k;
+SELECT count(rl_reset(k, 'fixed_window', l, '1 minute')) AS cleaned
+FROM (VALUES ('stats:a', 2), ('stats:c', 2), ('stats:off', 1)) v(k, l);
 SELECT count(rl_reset_layered('stats:b',
 	ARRAY[('fixed_window', 10, '1 minute')::rl_rule,
 		  ('fixed_window', 1, '1 hour')::rl_rule])) AS cleaned;

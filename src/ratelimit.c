@@ -218,18 +218,33 @@ rl_delete_keys(char **keys, int n)
 	return existed;
 }
 
-/* rl_reset(key, algo) RETURNS boolean: forgets a limiter's state. */
+/*
+ * rl_reset(key, algo, limit, window, burst DEFAULT NULL) RETURNS boolean:
+ * forgets a limiter's state.  The parameters name the limiter, as they do
+ * in rl_allow (rl_redis_key).  The definitions before 0.4.0 have only key
+ * and algo, which no longer name one limiter.
+ */
 Datum
 rl_reset(PG_FUNCTION_ARGS)
 {
-	RlLimiter	limiter = {0};
+	RlLimiter	limiter;
 	char	   *key;
 	int			keylen;
 
-	rl_require_args(fcinfo, 2);
+	if (PG_NARGS() < 4)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("rl_reset(key, algo) needs the limiter's limit and window since ratelimit 0.4.0"),
+				 errdetail("A limiter is its key, algorithm, limit, window and burst."),
+				 errhint("Run ALTER EXTENSION ratelimit UPDATE, then call rl_reset(key, algo, limit, window).")));
+	rl_require_args(fcinfo, 4);
 	key = rl_check_key(PG_GETARG_TEXT_PP(0), &keylen);
 	limiter.algorithm = rl_parse_algorithm(PG_GETARG_TEXT_PP(1));
-	key = rl_redis_key(key, keylen, &limiter, false);
+	limiter.limit = PG_GETARG_INT64(2);
+	limiter.window_us = rl_window_us(PG_GETARG_INTERVAL_P(3));
+	limiter.burst = rl_burst_arg(fcinfo, 4);
+	rl_check_limiter(&limiter);
+	key = rl_redis_key(key, keylen, &limiter);
 	PG_RETURN_BOOL(rl_delete_keys(&key, 1));
 }
 

@@ -131,8 +131,7 @@ extern int64 rl_burst_arg(FunctionCallInfo fcinfo, int argno);
 extern int64 rl_check_burst(int64 burst);
 extern void rl_check_cost(int64 cost, const RlLimiter *limiter);
 extern char *rl_check_key(text *key, int *len);
-extern char *rl_redis_key(const char *key, int keylen, const RlLimiter *limiter,
-						  bool with_window);
+extern char *rl_redis_key(const char *key, int keylen, const RlLimiter *limiter);
 extern const char *rl_clock_arg(void);
 extern void rl_require_args(FunctionCallInfo fcinfo, int nargs);
 extern Datum *rl_array_elements(ArrayType *arr, const char *what, int *n);

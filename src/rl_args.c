@@ -288,20 +288,26 @@ rl_check_key(text *key, int *len)
 /*
  * The Redis key of a limiter:
  *
- *		<prefix>{<database oid>:<escaped key>}:<algorithm>
+ *		<prefix>{<database oid>:<escaped key>}:<algorithm>:<limit>:<window>[:b<burst>]
  *
- * Everything a limiter stores lives under one {hash tag}, so a Redis
- * Cluster keeps it on one node.  The user key is escaped ("%" becomes
- * "%25", "}" becomes "%7D") so it cannot close the tag early, and the
- * database OID (or "all" when databases share limiters) comes first, so
- * no key of one database can spell a key of another.  Limit and window
- * are not part of the name: a limiter whose parameters change keeps its
- * state.  Layered rules add ":<window>" so that rules of one algorithm
- * stay apart.
+ * with the window in ms ("60000ms"), or in us when it is not a whole
+ * number of ms ("1500us"), and a burst only when it is not the limit (a
+ * burst equal to the limit is the capacity no burst gives: one limiter).  Everything a limiter stores lives under one
+ * {hash tag}, so a Redis Cluster keeps it on one node.  The user key is
+ * escaped ("%" becomes "%25", "}" becomes "%7D") so it cannot close the
+ * tag early, and the database OID (or "all" when databases share
+ * limiters) comes first, so no key of one database can spell a key of
+ * another.
+ *
+ * The parameters are part of the name: a limiter is its key, algorithm,
+ * limit, window and burst.  A call reads and rewrites the state under its
+ * own parameters, so were they not, one call of other parameters (a limit
+ * of a billion per millisecond) would undo another caller's count, and
+ * anyone allowed to call for a key could reset it.  A change of limit or
+ * window starts a new limiter; the old one's key expires on its own.
  */
 char *
-rl_redis_key(const char *key, int keylen, const RlLimiter *limiter,
-			 bool with_window)
+rl_redis_key(const char *key, int keylen, const RlLimiter *limiter)
 {
 	const char *algorithm = rl_algorithm_name(limiter->algorithm);
 	int			prefixlen = strlen(rl_key_prefix);
@@ -316,7 +322,7 @@ rl_redis_key(const char *key, int keylen, const RlLimiter *limiter,
 	 */
 	for (int i = 0; i < keylen; i++)
 		special += (key[i] == '%' || key[i] == '}');
-	out = palloc(prefixlen + 12 + keylen + 2 * special + 2 + algolen + 24);
+	out = palloc(prefixlen + 12 + keylen + 2 * special + 2 + algolen + 64);
 	p = out;
 	memcpy(p, rl_key_prefix, prefixlen);
 	p += prefixlen;
@@ -348,14 +354,25 @@ rl_redis_key(const char *key, int keylen, const RlLimiter *limiter,
 	*p++ = ':';
 	memcpy(p, algorithm, algolen);
 	p += algolen;
-	if (with_window)
+	*p++ = ':';
+	p += pg_lltoa(limiter->limit, p);
+	*p++ = ':';
+	if (limiter->window_us % 1000 == 0)
 	{
-		bool		ms = limiter->window_us % 1000 == 0;
-
+		p += pg_lltoa(limiter->window_us / 1000, p);
+		*p++ = 'm';
+	}
+	else
+	{
+		p += pg_lltoa(limiter->window_us, p);
+		*p++ = 'u';
+	}
+	*p++ = 's';
+	if (limiter->burst > 0 && limiter->burst != limiter->limit)
+	{
 		*p++ = ':';
-		p += pg_lltoa(ms ? limiter->window_us / 1000 : limiter->window_us, p);
-		*p++ = ms ? 'm' : 'u';
-		*p++ = 's';
+		*p++ = 'b';
+		p += pg_lltoa(limiter->burst, p);
 	}
 	*p = '\0';
 	return out;

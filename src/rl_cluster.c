@@ -18,7 +18,7 @@
  * needed: a wrong route costs one MOVED, never a wrong answer.
  *
  * This file only routes; the engine that sends commands and follows the
- * redirects is rl_scripts.c (rl_run_cluster), the links are rl_conn.c's.
+ * redirects is rl_scripts.c (rl_run_cluster), the links are rl_conn.h's.
  *
  * Copyright (c) 2026, ratelimit developers
  *

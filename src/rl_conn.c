@@ -35,7 +35,6 @@
 
 #include <sys/socket.h>
 
-#include "miscadmin.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -55,7 +54,7 @@ static RlNode *rl_nodes[RL_MAX_NODES + 1];
 static int	rl_num_nodes = 0;
 
 /* The node the failure bookkeeping acts on (see the file's banner). */
-RlNode	   *rl_cur = NULL;
+RlNode	   *rl_conn_cur = NULL;
 
 /*
  * The rl_settings_generation the open connections (or the last attempt)
@@ -80,7 +79,7 @@ static bool rl_exit_registered = false;
  * received may still run, once; nothing is delivered afterwards.
  */
 void
-rl_discard(RlNode *node)
+rl_node_discard(RlNode *node)
 {
 	if (node->waitset != NULL)
 	{
@@ -112,7 +111,7 @@ static void
 rl_discard_all(void)
 {
 	for (int i = 0; i < rl_num_nodes; i++)
-		rl_discard(rl_nodes[i]);
+		rl_node_discard(rl_nodes[i]);
 }
 
 /* Closes the sockets when the backend exits, so Redis sees them go at once. */
@@ -188,7 +187,7 @@ rl_node_set_address(RlNode *node, const char *host, int port)
 	if (node->host == NULL ? host == NULL :
 		(host != NULL && node->port == port && strcmp(node->host, host) == 0))
 		return;
-	rl_discard(node);
+	rl_node_discard(node);
 	if (node->host != NULL)
 		pfree(node->host);
 	node->host = host != NULL ? MemoryContextStrdup(TopMemoryContext, host) : NULL;
@@ -220,7 +219,7 @@ rl_forget_cluster_nodes(void)
 		rl_nodes[i] = NULL;
 	}
 	rl_num_nodes = Min(rl_num_nodes, 1);
-	rl_cur = rl_num_nodes > 0 ? rl_nodes[0] : NULL;
+	rl_conn_cur = rl_num_nodes > 0 ? rl_nodes[0] : NULL;
 	rl_cluster_reset();
 }
 
@@ -253,7 +252,7 @@ rl_node_port(const RlNode *node)
 void
 rl_conn_set_current(RlNode *node)
 {
-	rl_cur = node;
+	rl_conn_cur = node;
 }
 
 /*
@@ -269,7 +268,7 @@ static void
 rl_record_failure(bool keep, const char *setting, const char *what)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	RlNode	   *node = rl_cur != NULL ? rl_cur : rl_standalone_node();
+	RlNode	   *node = rl_conn_cur != NULL ? rl_conn_cur : rl_standalone_node();
 
 	/*
 	 * One Sentinel failing is no outage while another answers: it only
@@ -281,7 +280,7 @@ rl_record_failure(bool keep, const char *setting, const char *what)
 		strlcpy(node->sentinel_error, what, sizeof(node->sentinel_error));
 		node->retry_at = TimestampTzPlusMilliseconds(now, rl_retry_interval);
 		if (!keep)
-			rl_discard(node);
+			rl_node_discard(node);
 		return;
 	}
 	if (rl_redis_mode == RL_MODE_SENTINEL)
@@ -297,7 +296,7 @@ rl_record_failure(bool keep, const char *setting, const char *what)
 	rl_stats_failure(setting, what);
 	node->retry_at = TimestampTzPlusMilliseconds(now, rl_retry_interval);
 	if (!keep)
-		rl_discard(node);
+		rl_node_discard(node);
 	if (rl_redis_mode == RL_MODE_CLUSTER)
 		rl_cluster_mark_stale();
 
@@ -347,7 +346,7 @@ rl_conn_slot_failure(const char *fmt,...)
 {
 	va_list		args;
 	char		what[sizeof(rl_last_error)];
-	RlNode	   *node = rl_cur != NULL ? rl_cur : rl_standalone_node();
+	RlNode	   *node = rl_conn_cur != NULL ? rl_conn_cur : rl_standalone_node();
 	TimestampTz retry_at = node->retry_at;
 
 	va_start(args, fmt);
@@ -381,7 +380,7 @@ rl_conn_misconfigured(const char *setting, const char *fmt,...)
 const char *
 rl_reply_setting(const char *reply)
 {
-	if (rl_cur != NULL && rl_cur->sentinel)
+	if (rl_conn_cur != NULL && rl_conn_cur->sentinel)
 		return rl_sentinel_reply_setting(reply);
 	if (strncmp(reply, "WRONGPASS", 9) == 0 ||
 		strncmp(reply, "ERR invalid password", 20) == 0 ||
@@ -408,18 +407,18 @@ rl_reply_setting(const char *reply)
 TimestampTz
 rl_conn_current_retry_at(void)
 {
-	return rl_cur != NULL ? rl_cur->retry_at : 0;
+	return rl_conn_cur != NULL ? rl_conn_cur->retry_at : 0;
 }
 
 /* A successful round trip ends a run of failures. */
 void
 rl_conn_succeeded(void)
 {
-	if (rl_cur == NULL)
+	if (rl_conn_cur == NULL)
 		return;
-	rl_cur->retry_at = 0;
-	rl_cur->last_warning = 0;
-	rl_cur->unwarned = 0;
+	rl_conn_cur->retry_at = 0;
+	rl_conn_cur->last_warning = 0;
+	rl_conn_cur->unwarned = 0;
 }
 
 /* Drops every link whose reply is still out (after an ERROR mid-call). */
@@ -429,7 +428,7 @@ rl_conn_discard_busy(void)
 	for (int i = 0; i < rl_num_nodes; i++)
 	{
 		if (rl_nodes[i]->busy)
-			rl_discard(rl_nodes[i]);
+			rl_node_discard(rl_nodes[i]);
 	}
 }
 
@@ -500,13 +499,13 @@ bool
 rl_conn_begin(void)
 {
 	rl_require_preload();
-	rl_cur = rl_standalone_node();
+	rl_conn_cur = rl_standalone_node();
 
 	/* A command cut short by an error left its reply unread: drop it. */
 	for (int i = 0; i < rl_num_nodes; i++)
 	{
 		if (rl_nodes[i]->ctx != NULL && rl_nodes[i]->busy)
-			rl_discard(rl_nodes[i]);
+			rl_node_discard(rl_nodes[i]);
 	}
 
 	/*
@@ -562,12 +561,12 @@ rl_conn_begin(void)
 bool
 rl_node_ready(RlNode *node)
 {
-	rl_cur = node;
+	rl_conn_cur = node;
 	if (node->retry_at != 0 && GetCurrentTimestamp() < node->retry_at)
 		return false;
 
 	if (node->ctx != NULL && rl_link_is_stale(node))
-		rl_discard(node);
+		rl_node_discard(node);
 	if (node->ctx == NULL)
 	{
 		if (!rl_exit_registered)
@@ -575,7 +574,7 @@ rl_node_ready(RlNode *node)
 			on_proc_exit(rl_at_exit, (Datum) 0);
 			rl_exit_registered = true;
 		}
-		if (!rl_connect(node))
+		if (!rl_node_connect(node))
 			return false;
 		/* A master the Sentinels named must say it is one (ROLE). */
 		if (rl_redis_mode == RL_MODE_SENTINEL && node == rl_nodes[0])
@@ -603,8 +602,8 @@ rl_conn_ready(void)
 void
 rl_conn_drop(void)
 {
-	if (rl_cur != NULL)
-		rl_discard(rl_cur);
+	if (rl_conn_cur != NULL)
+		rl_node_discard(rl_conn_cur);
 }
 
 /* True if any node is connected. */
@@ -644,9 +643,9 @@ rl_conn_endpoint(void)
 {
 	static char buf[512];
 
-	if (rl_cur != NULL && rl_cur->host != NULL)
+	if (rl_conn_cur != NULL && rl_conn_cur->host != NULL)
 	{
-		snprintf(buf, sizeof(buf), "%s:%d", rl_cur->host, rl_cur->port);
+		snprintf(buf, sizeof(buf), "%s:%d", rl_conn_cur->host, rl_conn_cur->port);
 		return buf;
 	}
 	if (rl_redis_mode == RL_MODE_SENTINEL)
@@ -664,8 +663,8 @@ rl_conn_endpoint(void)
 const char *
 rl_conn_server_version(void)
 {
-	if (rl_cur != NULL && rl_cur->server_version[0] != '\0')
-		return rl_cur->server_version;
+	if (rl_conn_cur != NULL && rl_conn_cur->server_version[0] != '\0')
+		return rl_conn_cur->server_version;
 	for (int i = 0; i < rl_num_nodes; i++)
 	{
 		if (rl_nodes[i]->server_version[0] != '\0')

@@ -27,7 +27,7 @@ typedef struct RlCommand
 	size_t	   *argvlen;
 } RlCommand;
 
-/* One Redis server this backend talks to (rl_conn.c). */
+/* One Redis server this backend talks to (rl_node.h). */
 typedef struct RlNode RlNode;
 
 /*

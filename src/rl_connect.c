@@ -10,9 +10,10 @@
  * reaches a message.  A failure says whether a setting is wrong (which
  * setting) or Redis is unavailable, and rl_conn.c records it.
  *
- * hiredis's reply reader is bounded here too, for the connection's life:
- * no reply to the extension's commands needs a large array, and a peer
- * that claims one must not make the backend allocate it.
+ * hiredis's reply reader gets its bound on arrays here, for the
+ * connection's life: no reply to the extension's commands needs a large
+ * array, and a peer that claims one must not make the backend allocate it
+ * (the bound on bytes is checked as replies are read, rl_roundtrip.c).
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -71,7 +72,7 @@ rl_password_setting(const RlNode *node)
 }
 
 /*
- * The password to send to rl_cur, into buf: the first line of the
+ * The password to send to rl_conn_cur, into buf: the first line of the
  * password file when one is set (redis_password_file, or for a Sentinel
  * sentinel_password_file), else the password setting.  The file is read
  * afresh at each connection, so a new password needs no reload; it is
@@ -82,10 +83,10 @@ rl_password_setting(const RlNode *node)
 static bool
 rl_password(char *buf, size_t size, char *why, size_t whysize)
 {
-	bool		sentinel = rl_cur != NULL && rl_cur->sentinel;
+	bool		sentinel = rl_conn_cur != NULL && rl_conn_cur->sentinel;
 	const char *path = sentinel ? rl_sentinel_password_file : rl_redis_password_file;
 	const char *value = sentinel ? rl_sentinel_password : rl_redis_password;
-	const char *setting = rl_password_setting(rl_cur);
+	const char *setting = rl_password_setting(rl_conn_cur);
 	struct stat st;
 	int			fd;
 	ssize_t		n;
@@ -262,7 +263,7 @@ rl_tls_connect(RlNode *node, TimestampTz deadline)
 								node->ctx->errstr);
 			return false;
 		}
-		if (!rl_wait(node, rl_io_events(io), deadline))
+		if (!rl_node_wait(node, rl_node_io_events(io), deadline))
 		{
 			rl_conn_failure(false, "timed out in the TLS handshake with Redis (a server that does not speak TLS on this port waits like this too)");
 			return false;
@@ -277,7 +278,7 @@ rl_tls_connect(RlNode *node, TimestampTz deadline)
  * backend a Redis client belongs to.  Secrets never reach a message.
  */
 bool
-rl_connect(RlNode *node)
+rl_node_connect(RlNode *node)
 {
 	TimestampTz deadline;
 	redisContext *c;
@@ -298,7 +299,7 @@ rl_connect(RlNode *node)
 
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   rl_connect_timeout);
-	rl_cur = node;
+	rl_conn_cur = node;
 
 	if (!rl_password(password, sizeof(password), why, sizeof(why)))
 	{
@@ -376,12 +377,12 @@ rl_connect(RlNode *node)
 		node->sock_pos = AddWaitEventToSet(node->waitset, WL_SOCKET_WRITEABLE,
 										   c->fd, NULL, NULL);
 		node->sock_events = WL_SOCKET_WRITEABLE;
-		connected = rl_wait(node, WL_SOCKET_WRITEABLE, deadline);
+		connected = rl_node_wait(node, WL_SOCKET_WRITEABLE, deadline);
 	}
 	PG_CATCH();
 	{
 		explicit_bzero(password, sizeof(password));
-		rl_discard(node);
+		rl_node_discard(node);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -408,7 +409,7 @@ rl_connect(RlNode *node)
 		{
 			/* A half-done handshake must not be taken for a link. */
 			explicit_bzero(password, sizeof(password));
-			rl_discard(node);
+			rl_node_discard(node);
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
@@ -526,7 +527,7 @@ rl_connect(RlNode *node)
 		char		version[sizeof(node->server_version)];
 
 		strlcpy(version, node->server_version, sizeof(version));
-		rl_discard(node);
+		rl_node_discard(node);
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("Redis server %s runs Redis %s, which is too old",

@@ -125,7 +125,7 @@ rl_check_many_local(const RlLimiter *limiter, char **keys, int *keylens,
 	rl_counters.calls += n;
 	for (int i = 0; i < n; i++)
 	{
-		char	   *rkey = rl_redis_key(keys[i], keylens[i], limiter, false);
+		char	   *rkey = rl_redis_key(keys[i], keylens[i], limiter);
 
 		if (rl_cached_denial(rkey, limiter, costs[i], &answers[i]))
 		{
@@ -177,7 +177,7 @@ rl_check_many_once(const RlLimiter *limiter, char **keys, int *keylens,
 	rl_counters.calls += n;
 	for (int i = 0; i < n; i++)
 	{
-		char	   *rkey = rl_redis_key(keys[i], keylens[i], limiter, false);
+		char	   *rkey = rl_redis_key(keys[i], keylens[i], limiter);
 		RlScriptCall *call = &calls[m];
 
 		if (rl_cached_denial(rkey, limiter, costs[i], &answers[i]))

@@ -52,7 +52,8 @@ rl_rule_context(void *arg)
 /*
  * Reads an rl_rule[] or rl_burst_rule[] argument into limiters, checking each rule as
  * rl_allow checks its arguments.  Two rules of one algorithm and window
- * would share a Redis key, so that is an error rather than a surprise.
+ * are an error rather than a surprise: two equal rules would be one
+ * limiter counted twice, and two that differ are rarely meant.
  */
 static int
 rl_parse_rules(ArrayType *arr, RlLimiter *limiters)
@@ -125,8 +126,8 @@ rl_parse_rules(ArrayType *arr, RlLimiter *limiters)
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("rules %d and %d have the same algorithm and window",
 								j + 1, i + 1),
-						 errdetail("Rules of one algorithm and window share their state, so only one of them can apply."),
-						 errhint("Keep the rule with the smaller limit.")));
+						 errdetail("A layered call takes one rule per algorithm and window."),
+						 errhint("Keep one of them, or give them different windows.")));
 		}
 	}
 	return n;
@@ -141,7 +142,7 @@ rl_layered_keys(text *key, const RlLimiter *limiters, int n)
 	char	  **keys = palloc(sizeof(char *) * n);
 
 	for (int i = 0; i < n; i++)
-		keys[i] = rl_redis_key(bytes, keylen, &limiters[i], true);
+		keys[i] = rl_redis_key(bytes, keylen, &limiters[i]);
 	return keys;
 }
 

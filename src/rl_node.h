@@ -70,7 +70,7 @@ struct RlNode
 };
 
 /* The node the failure bookkeeping acts on (rl_conn.c's banner). */
-extern RlNode *rl_cur;
+extern RlNode *rl_conn_cur;
 
 /* Replies larger than RL_MAX_REPLY_* are accepted (CLUSTER SLOTS). */
 extern bool rl_large_replies;
@@ -78,9 +78,9 @@ extern bool rl_large_replies;
 /* The element count of an array reply refused by rl_connect.c's bound. */
 extern int	rl_refused_elements;
 
-extern void rl_discard(RlNode *node);	/* rl_conn.c */
-extern bool rl_connect(RlNode *node);	/* rl_connect.c */
-extern bool rl_wait(RlNode *node, uint32 events, TimestampTz deadline);	/* rl_roundtrip.c */
-extern uint32 rl_io_events(RlIo io);
+extern void rl_node_discard(RlNode *node);	/* rl_conn.c */
+extern bool rl_node_connect(RlNode *node);	/* rl_connect.c */
+extern bool rl_node_wait(RlNode *node, uint32 events, TimestampTz deadline);	/* rl_roundtrip.c */
+extern uint32 rl_node_io_events(RlIo io);	/* rl_roundtrip.c */
 
 #endif							/* RL_NODE_H */

@@ -398,7 +398,8 @@ rl_request_identity(void)
  * rl_postgrest_guard(algo, limit, window, key DEFAULT NULL,
  *					  burst DEFAULT NULL) RETURNS void
  *
- * Checks one request against the limiter (key, algo) with cost 1; key
+ * Checks one request against the limiter (key, algo, limit, window,
+ * burst) with cost 1; key
  * NULL means the caller's identity as above.  Denied: the PGRST error,
  * which PostgREST answers with HTTP 429.  Allowed: RateLimit and
  * RateLimit-Policy response headers.  While Redis is unavailable the

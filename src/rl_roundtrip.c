@@ -56,7 +56,7 @@ rl_conn_large_replies(bool on)
  * rather than thrown away with the link.
  */
 bool
-rl_wait(RlNode *node, uint32 events, TimestampTz deadline)
+rl_node_wait(RlNode *node, uint32 events, TimestampTz deadline)
 {
 	if (events != node->sock_events)
 	{
@@ -89,7 +89,7 @@ rl_wait(RlNode *node, uint32 events, TimestampTz deadline)
 
 /* The socket event a link step asked for (rl_link.h). */
 uint32
-rl_io_events(RlIo io)
+rl_node_io_events(RlIo io)
 {
 	return io == RL_IO_WANT_WRITE ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
 }
@@ -124,7 +124,7 @@ rl_flush(RlNode *node, TimestampTz deadline)
 		}
 		if (io == RL_IO_DONE)
 			return true;
-		if (!rl_wait(node, rl_io_events(io), deadline))
+		if (!rl_node_wait(node, rl_node_io_events(io), deadline))
 		{
 			rl_conn_failure(false, "timed out sending to Redis");
 			return false;
@@ -202,7 +202,7 @@ rl_read(RlNode *node, redisReply **replies, int n, TimestampTz deadline)
 			}
 			if (reply != NULL)
 				break;
-			if (!rl_wait(node, want, deadline))
+			if (!rl_node_wait(node, want, deadline))
 			{
 				rl_conn_failure(false, "timed out waiting for Redis reply");
 				return false;
@@ -213,7 +213,7 @@ rl_read(RlNode *node, redisReply **replies, int n, TimestampTz deadline)
 				rl_link_broken(node, replies, i, "could not receive from Redis");
 				return false;
 			}
-			want = rl_io_events(io);
+			want = rl_node_io_events(io);
 			if (ctx->reader->len - ctx->reader->pos > limit)
 			{
 				rl_conn_failure(false, "Redis sent a reply of more than %d bytes, more than any reply to the extension's commands has",
@@ -284,7 +284,7 @@ rl_node_roundtrip(RlNode *node, RlCommand *cmds, int n, redisReply **replies,
 bool
 rl_node_send(RlNode *node, RlCommand *cmds, int n)
 {
-	rl_cur = node;
+	rl_conn_cur = node;
 	Assert(node->ctx != NULL && !node->busy);
 	rl_stats_rtt_start(&node->sent_at);
 	for (int i = 0; i < n; i++)
@@ -318,7 +318,7 @@ rl_node_receive(RlNode *node, redisReply **replies, int n,
 {
 	bool		ok = false;
 
-	rl_cur = node;
+	rl_conn_cur = node;
 	for (int i = 0; i < n; i++)
 		replies[i] = NULL;
 	PG_TRY();
@@ -328,7 +328,7 @@ rl_node_receive(RlNode *node, redisReply **replies, int n,
 	PG_CATCH();
 	{
 		rl_free_replies(replies, n);
-		rl_discard(node);
+		rl_node_discard(node);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -355,7 +355,7 @@ rl_node_step(RlNode *node, redisReply **replies, int n, int *have)
 	size_t		limit = rl_large_replies ? RL_MAX_LARGE_BYTES : RL_MAX_REPLY_BYTES;
 	RlIo		io;
 
-	rl_cur = node;
+	rl_conn_cur = node;
 	if (sdslen(ctx->obuf) > 0)
 	{
 		io = rl_link_write(ctx, node->ssl);
@@ -364,7 +364,7 @@ rl_node_step(RlNode *node, redisReply **replies, int n, int *have)
 			rl_link_failed(node, "could not send to Redis");
 			return -1;
 		}
-		return io == RL_IO_DONE ? WL_SOCKET_READABLE : rl_io_events(io);
+		return io == RL_IO_DONE ? WL_SOCKET_READABLE : rl_node_io_events(io);
 	}
 	io = rl_link_read(ctx, node->ssl, limit);
 	if (io == RL_IO_ERROR)
@@ -388,7 +388,7 @@ rl_node_step(RlNode *node, redisReply **replies, int n, int *have)
 			return -1;
 		}
 		if (reply == NULL)
-			return rl_io_events(io);
+			return rl_node_io_events(io);
 		replies[(*have)++] = (redisReply *) reply;
 	}
 	/* Bytes after the last reply: see rl_read. */
@@ -497,7 +497,7 @@ rl_nodes_receive(RlNode **nodes, int nn, bool *ok, redisReply **replies,
 				{
 					if (events[k] == 0)
 						continue;
-					rl_cur = nodes[k];
+					rl_conn_cur = nodes[k];
 					rl_free_replies(replies + start[k], nb[k]);
 					rl_conn_failure(false, sdslen(nodes[k]->ctx->obuf) > 0 ?
 									"timed out sending to Redis" :
@@ -574,5 +574,5 @@ bool
 rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
 				  TimestampTz deadline, bool overlap)
 {
-	return rl_node_roundtrip(rl_cur, cmds, n, replies, deadline, overlap);
+	return rl_node_roundtrip(rl_conn_cur, cmds, n, replies, deadline, overlap);
 }

@@ -21,8 +21,8 @@
  * rows map to distinct keys and two tables, or two triggers on other
  * columns, never share a limiter by accident (on a partitioned table the
  * table is the one the trigger was created on, not the partition).  Its
- * Redis key includes the window, as a layered rule's does, so
- * rl_peek_layered with the same key and rule shows the trigger's state.
+ * Redis key names the parameters, as every limiter's does (rl_redis_key),
+ * so rl_peek with the same key and parameters shows the trigger's state.
  *
  * Values equal under their column's equality must give one key whatever
  * the session's settings (DateStyle, TimeZone, extra_float_digits, ...),
@@ -758,7 +758,7 @@ rl_trigger_redis_key(RlTriggerConf *conf, const char *key)
 						conf->trigger, conf->table, RL_MAX_KEY_BYTES),
 				 errdetail("The key is the table name with the key columns' names and values."),
 				 errhint("Key the trigger on shorter columns.")));
-	return rl_redis_key(key, len, &conf->limiter, true);
+	return rl_redis_key(key, len, &conf->limiter);
 }
 
 /*

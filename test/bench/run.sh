@@ -545,14 +545,14 @@ echo "8. Memory per key (MEMORY USAGE)"
 sleep 1.1					# past retry_interval after the restart
 for a in $ALGOS; do
 	rl_psql bench -qAt -c "SELECT allowed FROM rl_allow('mem', '$a', 100000, '1 hour')" >/dev/null
-	k=$(redis-cli -p "$REDIS_PORT" --scan --pattern "rl:{*:mem}:$a")
+	k=$(redis-cli -p "$REDIS_PORT" --scan --pattern "rl:{*:mem}:$a:100000:3600000ms")
 	record "memory $a, 1 unit" "$(redis-cli -p "$REDIS_PORT" MEMORY USAGE "$k")" bytes
 done
 for n in 100 1000; do
-	rl_psql bench -qAt -c "SELECT rl_reset('mem', 'sliding_log')" \
+	rl_psql bench -qAt -c "SELECT rl_reset('mem', 'sliding_log', 100000, '1 hour')" \
 		-c "SELECT count((rl_allow('mem', 'sliding_log', 100000, '1 hour')).allowed)
 		    FROM generate_series(1, $n)" >/dev/null
-	k=$(redis-cli -p "$REDIS_PORT" --scan --pattern "rl:{*:mem}:sliding_log")
+	k=$(redis-cli -p "$REDIS_PORT" --scan --pattern "rl:{*:mem}:sliding_log:100000:3600000ms")
 	record "memory sliding_log, $n units" "$(redis-cli -p "$REDIS_PORT" MEMORY USAGE "$k")" bytes
 done
 

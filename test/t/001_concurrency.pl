@@ -57,10 +57,11 @@ sub pgbench_clean
 	unlike($err, qr/ERROR|FATAL/, "$name: pgbench stderr has no error");
 }
 
+# The Redis key of a limiter: key, algorithm, limit and window (in ms).
 sub redis_key
 {
-	my ($key, $algo) = @_;
-	return "rl:{$dboid:$key}:$algo";
+	my ($key, $algo, $limit, $window_ms) = @_;
+	return "rl:{$dboid:$key}:$algo:$limit:${window_ms}ms";
 }
 
 # Fixed and sliding windows of one day are aligned to midnight UTC: do not
@@ -123,15 +124,15 @@ for my $algo (
 
 	# A sliding counter still needs its state through the next window; a
 	# sliding log renews its TTL for half a window more than it needs.
-	my $pttl = $redis->cli('PTTL', redis_key('hot', $algo));
+	my $pttl = $redis->cli('PTTL', redis_key('hot', $algo, $limit, 86_400_000));
 	my $maxttl = ($algo eq 'sliding_counter' ? 2 : $algo eq 'sliding_log' ? 1.5 : 1)
 	  * 86_400_000;
 	ok($pttl > 0 && $pttl <= $maxttl,
 		"$algo: key has a TTL ($pttl ms, at most $maxttl)");
 }
-is($redis->fw_used(redis_key('hot', 'fixed_window')),
+is($redis->fw_used(redis_key('hot', 'fixed_window', $limit, 86_400_000)),
 	$limit, 'fixed_window: denied calls consumed nothing');
-is($redis->cli('ZCARD', redis_key('hot', 'sliding_log')),
+is($redis->cli('ZCARD', redis_key('hot', 'sliding_log', $limit, 86_400_000)),
 	$limit, 'sliding_log: one log entry per allowed call');
 
 # 2. 200 independent keys, limit 3, 5 calls each in random order, spread
@@ -189,7 +190,7 @@ for my $run ('pinned', 'redis_time')
 		SELECT count(*) FILTER (WHERE allowed),
 		       count(DISTINCT remaining) FILTER (WHERE allowed)
 		FROM lhits WHERE run = '$run'});
-	my $key = redis_key("log_$run", 'sliding_log');
+	my $key = redis_key("log_$run", 'sliding_log', 500, 3_600_000);
 	my $zcard = $redis->cli('ZCARD', $key);
 	note sprintf("sliding_log %s: 1280 calls in %.2f s, %d allowed, ZCARD %d",
 		$run, $elapsed, $allowed, $zcard);
@@ -263,7 +264,7 @@ for my $form ('pair', 'transition')
 		       count(*) FILTER (WHERE NOT admitted)
 		FROM shits WHERE form = '$form'});
 	my $charged = $redis->fw_used(
-		redis_key("public.tx_$form:author='1'", 'fixed_window') . ':86400000ms');
+		redis_key("public.tx_$form:author='1'", 'fixed_window', 1000, 86_400_000));
 	note sprintf("statement trigger %s: 480 statements in %.2f s: %d rows written, "
 		  . "%d refused statements, Redis charged %s", $form, $elapsed, $rows, $refused, $charged);
 	ok($rows >= 996 && $rows <= 1000,

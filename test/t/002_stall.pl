@@ -196,7 +196,7 @@ $mark = fault_mark();
 	ok($t >= $timeout - 0.05 && $t < $timeout + $margin,
 		'pause: answered after command_timeout (' . fmt($t) . ')');
 	usleep(1_000_000);    # the pause and retry_interval are over
-	my $n = $redis->fw_used("rl:{$dboid:pause}:fixed_window");
+	my $n = $redis->fw_used("rl:{$dboid:pause}:fixed_window:10:3600000ms");
 	note "count after the pause: $n";
 	ok($n == 1 || $n == 2, "pause: the timed-out call applied at most once ($n)");
 	is((rl_run($s5, call_sql('pause')))[0], 't|' . (10 - $n - 1) . '|0',
@@ -231,7 +231,7 @@ fault_done('DEBUG SLEEP beyond command_timeout', $mark);
 {
 	my ($out) = rl_run($s2, call_sql('cx'));
 	my ($allowed, $remaining) = split /\|/, $out;
-	my $n = $redis->fw_used("rl:{$dboid:cx}:fixed_window");
+	my $n = $redis->fw_used("rl:{$dboid:cx}:fixed_window:10:3600000ms");
 	note "after cancel: remaining $remaining, Redis count $n";
 	is($allowed, 't', 'after cancel: next call in the same session allowed');
 	is($remaining, 10 - $n, 'after cancel: remaining matches the Redis count');

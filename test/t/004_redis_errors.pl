@@ -46,7 +46,7 @@ is((rl_run($s, call_sql('warm')))[0], 't|9|0', 'warm-up call answered');
 # stays usable for other keys.
 my $mark = fault_mark();
 {
-	$redis->cli('LPUSH', "rl:{$dboid:wt}:fixed_window", 'foreign');
+	$redis->cli('LPUSH', "rl:{$dboid:wt}:fixed_window:10:3600000ms", 'foreign');
 	my $before = rl_status_of($s);
 	my ($out, $err) = rl_run($s, call_sql('wt'));
 	like($err, qr/ERROR:  38000: Redis rejected a rate limiter command/,
@@ -382,7 +382,7 @@ $mark = fault_mark();
 		"SELECT max(r.remaining) FILTER (WHERE g = 10) FROM generate_series(1, 10) g, "
 		  . "LATERAL rl_allow('fo', 'fixed_window', 100, '1 hour', 1 + 0 * g) r");
 	is($out, 90, 'fail-over: ten calls on the primary');
-	my $key = "rl:{$dboid:fo}:fixed_window";
+	my $key = "rl:{$dboid:fo}:fixed_window:100:3600000ms";
 	ok(defined rl_wait_for(sub { ($replica->fw_used($key) // '') eq '10' }, 5),
 		'fail-over: the replica holds the count');
 

@@ -241,7 +241,8 @@ sub next_clock
 }
 
 # One limiter call's arguments: mostly fresh, sometimes a limiter called
-# before (same parameters, or new ones: a plan change).
+# before (same parameters), or its key with new parameters (a plan
+# change, which starts a limiter of its own).
 sub gen_limiter
 {
 	if (@pool && chance(0.4))
@@ -876,7 +877,9 @@ for my $ti (0 .. $#triples)
 	my $cap = $B // $L;
 	my $burst = defined $B ? ", burst => $B" : '';
 	my $key = "model:$seed:$ti";
-	my $rkey = "rl:{$dboid:$key}:$algo";
+	# The Redis key names the limiter's parameters (window in ms when whole).
+	my $rkey = "rl:{$dboid:$key}:$algo:$L:"
+	  . ($W % 1000 ? "${W}us" : ($W / 1000) . 'ms') . (defined $B && $B != $L ? ":b$B" : '');
 	my $now = 1_700_000_000_000_000 + rnd(1_000_000_000) * 1000 + rnd(1000);
 	my $st;
 	my $live = 0;    # sliding log: the model's time its key lives until

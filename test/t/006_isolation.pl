@@ -89,13 +89,14 @@ sub take
 	return $out eq '' ? "error: $err" : $out;
 }
 
-# The README's key layout.
+# The README's key layout, for the 5-per-hour limiters of this file.
 sub redis_key
 {
 	my ($ns, $key, $algo, $prefix) = @_;
 	(my $esc = $key) =~ s/%/%25/g;
 	$esc =~ s/\}/%7D/g;
-	return ($prefix // 'rl:') . "{$ns:$esc}:" . ($algo // 'fixed_window');
+	return ($prefix // 'rl:') . "{$ns:$esc}:" . ($algo // 'fixed_window')
+	  . ':5:3600000ms';
 }
 
 # 1. Isolated (the default): one key, one algorithm, three databases,
@@ -129,7 +130,7 @@ sub redis_key
 
 # 3. Keys crafted in database a to reach database b's limiter "victim":
 # b's OID as a prefix, braces closing the tag, escapes spelled out, the
-# "all" namespace, the algorithm suffix.
+# "all" namespace, the algorithm and parameter suffix.
 my ($A, $B) = ($oid{a}, $oid{b});
 {
 	is(take('b', 'victim'), 4, "b's limiter 'victim' called once");
@@ -137,7 +138,8 @@ my ($A, $B) = ($oid{a}, $oid{b});
 		"$B:victim}:fixed_window", "victim}:fixed_window", "}{$B:victim",
 		"$A}{$B:victim", "all:victim", "{all:victim}", "%7D{$B:victim",
 		"$B%3Avictim", "%25", '%', '}', '%7D', ":$B:victim", "$B:victim:",
-		"victim", "x}:fixed_window:3600000ms");
+		"victim", "x}:fixed_window:5:3600000ms",
+		"$B:victim}:fixed_window:5:3600000ms");
 	my $sql = join(",\n", map { (my $k = $_) =~ s/'/''/g; "('$k')" } @crafted);
 	my ($out, $err) = sql('a', qq{
 		SELECT count(*) FILTER (WHERE r.allowed AND r.remaining = 3)
@@ -148,12 +150,14 @@ my ($A, $B) = ($oid{a}, $oid{b});
 	($out) = sql('a', qq{
 		SELECT * FROM rl_allow_layered('$B:victim',
 			ARRAY[('fixed_window', 5, '1 hour')::rl_rule])});
-	like($out, qr/^t\|4\|0\|\d+$/, 'crafted layered key in a: a fresh limiter');
+	# A layered rule is the limiter of its key, algorithm and parameters:
+	# the one a's crafted "$B:victim" call above charged 2, not b's.
+	like($out, qr/^t\|2\|0\|\d+$/,
+		'crafted layered key in a: the limiter of that key in a, not b\'s');
 	($out) = sql('b', "SELECT remaining FROM rl_peek('victim', 'fixed_window', 5, '1 hour')");
 	count_is($out, 4, "b's limiter untouched by every crafted key");
 
 	my %want = map { redis_key($A, $_) => 1 } @crafted, 'shared';
-	$want{ redis_key($A, "$B:victim", 'fixed_window:3600000ms') } = 1;
 	my @in_a = $redis->scan_all("rl:{$A:*");
 	is_deeply([ sort @in_a ], [ sort keys %want ],
 		'crafted keys: exactly the Redis keys the layout gives, all under {<oid of a>:');
@@ -196,7 +200,7 @@ my ($A, $B) = ($oid{a}, $oid{b});
 	for my $rk (@rkeys)
 	{
 		my ($ns, $esc, $algo) = $rk =~ /^rl:\{([^:}]*):([^}]*)\}:(.*)$/s;
-		$bad++ unless defined $ns && $ns eq $A && $algo eq 'fixed_window';
+		$bad++ unless defined $ns && $ns eq $A && $algo eq 'fixed_window:5:3600000ms';
 		next unless defined $esc;
 		(my $k = $esc) =~ s/%7D/}/g;
 		$k =~ s/%25/%/g;
@@ -443,7 +447,7 @@ sub changed_after
 		SELECT 'pg_file_settings', try('SELECT * FROM pg_file_settings');
 		SELECT 'pg_read_file', try($$SELECT pg_read_file('postgresql.auto.conf')$$);
 		SELECT 'rl_status', try('SELECT * FROM rl_status()');
-		SELECT 'rl_reset', try($$SELECT rl_reset('plain', 'gcra')$$);
+		SELECT 'rl_reset', try($$SELECT rl_reset('plain', 'gcra', 5, '1 hour')$$);
 		SELECT 'rl_reset_layered', try($$SELECT rl_reset_layered('plain', ARRAY[('gcra', 5, '1 hour')::rl_rule])$$);
 		CREATE FUNCTION pw() RETURNS text LANGUAGE sql
 			RETURN current_setting('ratelimit.redis_password');

@@ -82,9 +82,7 @@ my ($row) = rl_run($s,
 is($row, 'f|0|t|t', 'a cached denial has remaining 0 and a retry within one interval');
 
 # After the retry time the next call goes to Redis and is admitted: the
-# cache never refuses beyond what Redis would.  (Before the next check,
-# whose call of another limit consumes from the same key: a denial cached
-# before it would not know of that.)
+# cache never refuses beyond what Redis would.
 my ($retry) = rl_run($s, "SELECT retry_after_ms FROM rl_allow('on', 'gcra', 5, '3 seconds')");
 usleep(($retry + 20) * 1000);
 $redis->cli('CONFIG', 'RESETSTAT');
@@ -92,14 +90,14 @@ $redis->cli('CONFIG', 'RESETSTAT');
 is($row, 't', "after the retry time ($retry ms) the call is admitted");
 is(evalsha_calls(), 1, 'and it was asked of Redis');
 
-# A different limit or window is another question: it goes to Redis.
+# A different limit or window is another limiter: it goes to Redis.
 $redis->cli('CONFIG', 'RESETSTAT');
 rl_run($s, "SELECT * FROM rl_allow('on', 'gcra', 50, '3 seconds')");
 is(evalsha_calls(), 1, 'another limit for the same key is asked of Redis');
 
 # rl_reset in this backend forgets the cached denial too.
 flood($s, 'reset', 10);
-rl_run($s, "SELECT rl_reset('reset', 'gcra')");
+rl_run($s, "SELECT rl_reset('reset', 'gcra', 5, '3 seconds')");
 ($row) = rl_run($s, "SELECT allowed FROM rl_allow('reset', 'gcra', 5, '3 seconds')");
 is($row, 't', 'rl_reset clears the local denial');
 
@@ -109,7 +107,7 @@ flood($s, 'elsewhere', 10);
 $redis->cli('CONFIG', 'RESETSTAT');
 flood($s, 'elsewhere', 10);
 is(evalsha_calls(), 0, 'a denied key is answered locally');
-rl_run($other, "SELECT rl_reset('elsewhere', 'gcra')");
+rl_run($other, "SELECT rl_reset('elsewhere', 'gcra', 5, '3 seconds')");
 ($row) = rl_run($s, "SELECT allowed FROM rl_allow('elsewhere', 'gcra', 5, '3 seconds')");
 is($row, 't', 'rl_reset in another backend clears the cached denial at once');
 is(evalsha_calls(), 1, 'and the call was asked of Redis');

@@ -13,7 +13,9 @@
 # privileges 0.2.0 revoked from PUBLIC are revoked there too.  Grants an
 # administrator made before the update survive it, also on the functions
 # 0.3.0 recreates with a burst argument (rl_allow, rl_peek, rl_allow_many,
-# rl_postgrest_guard): each database grants the same before the dumps.
+# rl_postgrest_guard), and on rl_reset, which 0.4.0 recreates with the
+# parameters that name a limiter: each database grants the same before
+# the dumps.
 
 use strict;
 use warnings;
@@ -44,6 +46,15 @@ my %grants = (
 			TO regress_rl_009_app;
 		GRANT EXECUTE ON FUNCTION rl_peek(text, text, bigint, interval)
 			TO regress_rl_009_app WITH GRANT OPTION;},
+	'0.3.0' => q{
+		GRANT EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint, bigint),
+			rl_allow_many(text[], text, bigint, interval, bigint[], bigint)
+			TO regress_rl_009_app;
+		GRANT EXECUTE ON FUNCTION rl_peek(text, text, bigint, interval, bigint)
+			TO regress_rl_009_app WITH GRANT OPTION;},
+	reset_old => q{GRANT EXECUTE ON FUNCTION rl_reset(text, text) TO regress_rl_009_app;},
+	reset_new => q{GRANT EXECUTE ON FUNCTION rl_reset(text, text, bigint, interval, bigint)
+			TO regress_rl_009_app;},
 	new => q{
 		GRANT EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint, bigint),
 			rl_allow_many(text[], text, bigint, interval, bigint[], bigint)
@@ -54,6 +65,7 @@ my %grants = (
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('fresh', 'CREATE EXTENSION ratelimit');
 $node->safe_psql('fresh', $grants{new});
+$node->safe_psql('fresh', $grants{reset_new});
 like($node->safe_psql_dump('fresh'),
 	qr/GRANT ALL ON FUNCTION public\.rl_allow\(key text, algo text, "limit" bigint, "window" interval, cost bigint, burst bigint\) TO regress_rl_009_app;/,
 	'the schema dump shows the grant on rl_allow, so the comparison sees it');
@@ -66,7 +78,8 @@ for my $old (grep { $_ ne $current } @versions)
 	$db =~ s/\./_/g;
 	$node->safe_psql('postgres', qq{CREATE DATABASE "$db"});
 	$node->safe_psql($db, "CREATE EXTENSION ratelimit VERSION '$old'");
-	$node->safe_psql($db, $grants{old});
+	$node->safe_psql($db, $grants{$old} // $grants{old});
+	$node->safe_psql($db, $grants{reset_old});
 	$node->safe_psql($db, 'ALTER EXTENSION ratelimit UPDATE');
 	is($node->safe_psql($db,
 			"SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'"),
@@ -110,7 +123,12 @@ for my $old (grep { $_ ne $current } @versions)
 				'rl_allow_many(text[], text, bigint, interval, bigint, bigint)', 'EXECUTE')"),
 		't|t|t|f', "$old + UPDATE: the grants on rl_allow, rl_peek and rl_allow_many survive, no more");
 	is($node->safe_psql($db,
-			"SELECT count(*) FROM pg_proc WHERE proname LIKE '%before_burst'"),
+			"SELECT has_function_privilege('regress_rl_009_app',
+				'rl_reset(text, text, bigint, interval, bigint)', 'EXECUTE')"),
+		't', "$old + UPDATE: the grant on rl_reset survives on the new rl_reset");
+	is($node->safe_psql($db,
+			"SELECT count(*) FROM pg_proc WHERE proname LIKE '%before_burst'
+				OR proname LIKE '%before_parameters'"),
 		'0', "$old + UPDATE: the functions replaced are gone");
 	is($node->safe_psql($db,
 			"SET ROLE regress_rl_009_app;
@@ -120,6 +138,20 @@ for my $old (grep { $_ ne $current } @versions)
 			"SELECT allowed FROM rl_allow('upgrade-009', 'gcra', 5, '1 minute')"),
 		't', "$old + UPDATE: a call goes through");
 }
+
+# A 0.3.0 catalog served by the new library: its rl_reset(key, algo) no
+# longer names one limiter, and says so (and what to run), touching
+# nothing; the update's rl_reset takes the parameters.
+$node->safe_psql('postgres', 'CREATE DATABASE old030');
+$node->safe_psql('old030', "CREATE EXTENSION ratelimit VERSION '0.3.0'");
+my ($rc, $o030, $e030) = $node->psql('old030', "SELECT rl_reset('k009', 'gcra')");
+like($e030, qr/rl_reset\(key, algo\) needs the limiter's limit and window since ratelimit 0\.4\.0.*HINT:  Run ALTER EXTENSION ratelimit UPDATE/s,
+	'0.3.0\'s rl_reset(key, algo) on the new library: an ERROR that says to update');
+$node->safe_psql('old030', 'ALTER EXTENSION ratelimit UPDATE');
+is($node->safe_psql('old030', "SELECT rl_allow('k009', 'gcra', 1, '1 hour') IS NOT NULL, "
+	  . "rl_reset('k009', 'gcra', 1, '1 hour'), (rl_allow('k009', 'gcra', 1, '1 hour')).allowed"),
+	't|t|t', 'updated: rl_reset(key, algo, limit, window) forgets that limiter');
+$node->safe_psql('postgres', 'DROP DATABASE old030');
 
 # rl_status gained OUT columns in 0.3.0 (cluster counters), so the update
 # drops and creates it again: a grant an administrator made on it survives,

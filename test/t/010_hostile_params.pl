@@ -5,15 +5,21 @@
 #   1. A property test over random pairs (earlier calls, later call) on
 #      one key, every algorithm: earlier calls with any accepted
 #      parameters, the extremes included (limit 1e9, 366 days, cost =
-#      limit; sliding_log at its cap), then a call with its own (limit,
-#      window, cost).  That call never waits longer than one window of its
-#      own plus what its own cost needs (cost x window / limit), +1 ms of
-#      rounding; its reset_after_ms is bounded the same way (two windows
-#      for sliding_counter, whose state weighs until the end of the next
+#      limit; sliding_log at its cap), or with the later call's limit and
+#      window and any cost, then a call with its own (limit, window,
+#      cost).  A limiter is its key, algorithm, limit and window, so an
+#      earlier call of other parameters is another limiter: when no
+#      earlier call had the later call's, the later call finds a fresh
+#      limiter (admitted, remaining limit - cost).  Whatever came before,
+#      that call never waits longer than one window of its own plus what
+#      its own cost needs (cost x window / limit), +1 ms of rounding; its
+#      reset_after_ms is bounded the same way (two windows for
+#      sliding_counter, whose state weighs until the end of the next
 #      window by definition); and once it has waited retry_after_ms
 #      (pinned clock) it is admitted.  The seed is printed; RL_SEED=<n>
-#      replays a run.  Then the reproduction of issue 11 by hand, and
-#      state left by 0.1.0 read after the upgrade.
+#      replays a run.  Then the reproduction of issue 11 by hand (no
+#      longer a lock-out: the later call is a limiter of its own), and
+#      state in the format 0.1.0 wrote read conservatively.
 #   2. The worst accepted single calls of every algorithm (limits and
 #      costs at their maximum, 366-day windows), also a layered call of
 #      three such rules, timed by Redis SLOWLOG and reported as figures;
@@ -127,18 +133,22 @@ for my $i (1 .. $NPAIRS)
 	my $key = "hostile:$seed:$i";
 	my @calls;
 	my $now = $t + rnd(1_000_000_000);
-	for (1 .. 1 + rnd(3))
-	{
-		my ($l, $w, $c) = gen_params($algo);
-		push @calls, [ $now, $l, $w, $c ];
-		$now += pick(0, 0, rnd(1000), rnd(1_000_000), rnd(100_000_000));
-	}
+	# The later call's parameters first: about half the earlier calls use
+	# its limit and window (its limiter), with a cost of their own.
 	my ($l, $w, $c) = gen_params($algo);
 	$c = 1 + rnd(3) if $c > 3 && chance(0.5);
 	$c = $l if $c > $l;
+	for (1 .. 1 + rnd(3))
+	{
+		my ($el, $ew, $ec) = gen_params($algo);
+		($el, $ew, $ec) = ($l, $w, pick($l, 1, 1 + rnd($l))) if chance(0.5);
+		push @calls, [ $now, $el, $ew, $ec ];
+		$now += pick(0, 0, rnd(1000), rnd(1_000_000), rnd(100_000_000));
+	}
 	$now += pick(0, 0, rnd(1000), rnd(1_000_000), rnd($w));
 	push @pairs, { id => $i, algo => $algo, key => $key, earlier => \@calls,
-		later => [ $now, $l, $w, $c ] };
+		later => [ $now, $l, $w, $c ],
+		shared => scalar(grep { $_->[1] == $l && $_->[2] == $w } @calls) };
 }
 
 # One function runs the earlier calls, the later call and, if it was
@@ -214,7 +224,7 @@ for my $line (split /\n/, $node->safe_psql('postgres',
 	$ans{$id} = \@f;
 }
 
-my (%bad, @examples, $denied, $worst);
+my (%bad, @examples, $denied, $worst, $nshared);
 $worst = { retry => 0, reset => 0 };
 for my $p (@pairs)
 {
@@ -245,6 +255,9 @@ for my $p (@pairs)
 	$what->('reset_after_ms beyond its bound', "($reset > $reset_max)")
 	  if $reset > $reset_max || $reset < 0;
 	$what->('remaining out of 0..limit', '') if $rem < 0 || $rem > $l;
+	$nshared++ if $p->{shared};
+	$what->('not a fresh limiter after calls of other parameters only', '')
+	  if !$p->{shared} && ($allowed ne 't' || $rem != $l - $c);
 	if ($allowed eq 'f')
 	{
 		$denied++;
@@ -252,17 +265,22 @@ for my $p (@pairs)
 	}
 	$worst->{retry} = $retry / $w_ms if $retry / $w_ms > $worst->{retry};
 }
-note sprintf('%d pairs in %.1f s, %d later calls denied', $NPAIRS, $elapsed, $denied // 0);
+note sprintf('%d pairs in %.1f s (%d with earlier calls of the later call\'s limiter), '
+	  . '%d later calls denied', $NPAIRS, $elapsed, $nshared // 0, $denied // 0);
 diag $_ for @examples;
 is(scalar(keys %bad), 0,
 	"$NPAIRS random (earlier, later) pairs over six algorithms: the later call waits at most "
-	  . "its own window plus its cost's share, and is admitted after that wait (seed $seed)");
+	  . "its own window plus its cost's share, and is admitted after that wait; calls of "
+	  . "other parameters left it a fresh limiter (seed $seed)");
 note "$_: $bad{$_}" for sort keys %bad;
 fact('figure.010', sprintf('hostile parameters: seed %d, %d (earlier, later) pairs, %d denied; '
 	  . 'longest wait %.3g windows of the later call; %d failures of the bounds',
 	$seed, $NPAIRS, $denied // 0, $worst->{retry}, eval { my $n = 0; $n += $_ for values %bad; $n }));
 
-# The reproduction from issue 11, by hand: a year-long lock-out in 0.1.0.
+# The reproduction from issue 11, by hand: a year-long lock-out in 0.1.0,
+# where a call read the state under its own parameters.  Now the (10,
+# 1 minute) call is a limiter of its own, and the year-long one keeps its
+# count.
 for my $algo (@ALGOS)
 {
 	my $lim = cap($algo);
@@ -271,20 +289,31 @@ for my $algo (@ALGOS)
 		SET ratelimit.test_clock_ms = 1800000000000;
 		SELECT count(*) FROM rl_allow('$key', '$algo', $lim, '366 days', $lim);
 		SET ratelimit.test_clock_ms = 1800000000001;
-		SELECT retry_after_ms FROM rl_allow('$key', '$algo', 10, '1 minute');
+		SELECT allowed, remaining, retry_after_ms FROM rl_allow('$key', '$algo', 10, '1 minute');
+		SELECT remaining FROM rl_peek('$key', '$algo', $lim, '366 days');
 	});
-	my ($retry) = (split /\n/, $out)[-1];
-	ok($retry <= 60_000 + 6_000,
+	my (undef, $later, $year) = split /\n/, $out;
+	is($later, 't|9|0',
 		"$algo: after rl_allow(k, '$algo', $lim, '366 days', $lim) a (10, 1 minute) "
-		  . "call waits $retry ms, at most a minute and its cost's 6 s");
+		  . "call is admitted with 9 left: a limiter of its own");
+	is($year, 0, "$algo: and the year-long limiter still has nothing left");
 }
 
-# State written by 0.1.0 is read conservatively after the upgrade: a
-# sliding_log of one member per unit counts its units, all leaving with
-# the newest; a GCRA TAT without its write time is cut to one window as of
-# the first read, and rewritten so, so that it drains.
+# State in the format 0.1.0 wrote is read conservatively: a sliding_log
+# of one member per unit counts its units, all leaving with the newest; a
+# GCRA TAT without its write time is cut to one window as of the first
+# read, and rewritten so, so that it drains.  (0.4.0 keys name the
+# parameters, so the scripts meet such state only under a 0.4.0 key: the
+# keys 0.1.0 wrote are not read, and expire.)
 {
-	my $lkey = "rl:{$dboid:legacy}:sliding_log";
+	my $old = "rl:{$dboid:legacy_old}:gcra";
+	$redis->cmd('SET', $old, '1831622400000000+0/5', 'PX', 3_600_000);
+	my $fresh = $node->safe_psql('postgres', q{
+		SET ratelimit.test_clock_ms = 1800000000000;
+		SELECT rl_allow('legacy_old', 'gcra', 10, '1 minute');
+	});
+	is($fresh, '(t,9,0,6000)', 'a key as 0.1.0 named it is not read: a fresh limiter');
+	my $lkey = "rl:{$dboid:legacy}:sliding_log:10:10000ms";
 	my $T0 = 1_800_000_000_000_000;
 	$redis->cmd('ZADD', $lkey, map { ($T0, "$T0-$_") } 0 .. 2);
 	$redis->cmd('ZADD', $lkey, map { ($T0 + 1_000_000, ($T0 + 1_000_000) . "-$_") } 0 .. 3);
@@ -298,7 +327,7 @@ for my $algo (@ALGOS)
 	});
 	is($out, "(t,0,0,10000)\n(f,0,9000,10000)\n(t,0,0,10000)",
 		'a 0.1.0 sliding_log: its 7 units count, and leave with the newest');
-	my $gkey = "rl:{$dboid:legacy}:gcra";
+	my $gkey = "rl:{$dboid:legacy}:gcra:10:60000ms";
 	$redis->cmd('SET', $gkey, ($T0 + 366 * $US_DAY) . '+0/5', 'PX', 3_600_000);
 	$out = $node->safe_psql('postgres', q{
 		SET ratelimit.test_clock_ms = 1800000000000;
@@ -337,7 +366,7 @@ for my $algo (@ALGOS)
 {
 	my $lim = cap($algo);
 	my $key = "worst:$algo";
-	my $rkey = "rl:{$dboid:$key}:$algo";
+	my $rkey = "rl:{$dboid:$key}:$algo:$lim:31622400000ms";    # 366 days
 	$redis->cmd('SLOWLOG', 'RESET');
 	# Admitted at the maximum, then denied at the maximum; for the log
 	# also a long log (2000 calls) that a maximal denial must search and
@@ -361,13 +390,15 @@ for my $algo (@ALGOS)
 fact('figure.010', 'worst single call (limit and cost at the maximum, 366 days; '
 	  . 'SLOWLOG, key size): ' . join(', ', @worst_figs));
 
-# sliding_log: many calls of random cost on one key; every call adds at
-# most one member, and a maximal denial on a long log is one search.
+# sliding_log: many calls of random cost on one key, in three windows (so
+# three limiters); every call adds at most one member to its limiter's
+# log, and a maximal denial on a long log is one search.
 {
 	my $key = "worst:log2";
-	my $rkey = "rl:{$dboid:$key}:sliding_log";
+	my %rkey = ('10 seconds' => 10_000, '1 second' => 1000, '366 days' => 31_622_400_000);
+	$_ = "rl:{$dboid:$key}:sliding_log:100000:${_}ms" for values %rkey;
 	my ($grew, $calls, $admitted) = (0, 400, 0);
-	my $prev = 0;
+	my %prev;
 	my $ms = rl_session($node);
 	$redis->cmd('SLOWLOG', 'RESET');
 	for my $i (1 .. $calls)
@@ -380,11 +411,12 @@ fact('figure.010', 'worst single call (limit and cost at the maximum, 366 days; 
 			  . (1_800_000_000_000 + 50 * $i) . ";\n"
 			  . "SELECT allowed FROM rl_allow('$key', 'sliding_log', 100000, '$w', $c)");
 		$admitted++ if $out eq 't';
-		my $n = $redis->cmd('ZCARD', $rkey);
-		$grew++ if $n > $prev + 1;
-		$prev = $n;
+		my $n = $redis->cmd('ZCARD', $rkey{$w});
+		$grew++ if $n > ($prev{$w} // 0) + 1;
+		$prev{$w} = $n;
 	}
-	my $mix = slowlog_worst()->{$rkey} // -1;
+	my $sw = slowlog_worst();
+	my ($mix) = sort { $b <=> $a } map { $sw->{$_} // -1 } values %rkey;
 	note 'SLOWLOG length ' . $redis->cmd('SLOWLOG', 'LEN');
 	# A long log of cost-1 calls, then the call that must search it.
 	$redis->cmd('SLOWLOG', 'RESET');
@@ -398,8 +430,9 @@ fact('figure.010', 'worst single call (limit and cost at the maximum, 366 days; 
 		"sliding_log: $calls calls of random cost ($admitted admitted), none added more "
 		  . "than one member");
 	my $lw = slowlog_worst();
-	my $long = $lw->{"rl:{$dboid:$key:long}:sliding_log"} // -1;
-	my $mem = $redis->cmd('MEMORY', 'USAGE', "rl:{$dboid:$key:long}:sliding_log") // 0;
+	my $lkey = "rl:{$dboid:$key:long}:sliding_log:100000:31622400000ms";
+	my $long = $lw->{$lkey} // -1;
+	my $mem = $redis->cmd('MEMORY', 'USAGE', $lkey) // 0;
 	fact('figure.010', "sliding_log: worst of $calls calls of random cost $mix us; "
 		  . "worst call on a log of 5000 members (searched by a denial) $long us, key $mem B");
 }

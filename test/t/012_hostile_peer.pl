@@ -82,12 +82,13 @@ CREATE TRIGGER peer_t_limit AFTER INSERT ON peer_t
 	EXECUTE FUNCTION rl_throttle_statement('k', 'fixed_window', '100', '1 hour');
 });
 
-# The real Redis, read directly (database 1).
+# The real Redis, read directly (database 1): the count of the limiter
+# (key, fixed_window, $LIMIT, 1 hour).
 sub used
 {
 	my ($key) = @_;
 	$redis->cmd('SELECT', 1);
-	return $redis->fw_used("rl:{$dboid:$key}:fixed_window") // 0;
+	return $redis->fw_used("rl:{$dboid:$key}:fixed_window:$LIMIT:3600000ms") // 0;
 }
 
 sub session
@@ -120,7 +121,7 @@ my %KIND = (
 			  . "FROM rl_allow_many(ARRAY['$k:1', '$k:2', '$k:3'], 'fixed_window', $LIMIT, '1 hour')",
 			"$k:1", "$k:2", "$k:3")
 	},
-	reset => sub { ("SELECT rl_reset('$_[0]', 'fixed_window')", $_[0]) },
+	reset => sub { ("SELECT rl_reset('$_[0]', 'fixed_window', $LIMIT, '1 hour')", $_[0]) },
 	trigger => sub { ("INSERT INTO peer_t VALUES ('$_[0]')", $_[0]) },
 );
 

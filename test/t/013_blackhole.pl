@@ -74,7 +74,7 @@ sub call
 sub count_of
 {
 	my ($key) = @_;
-	my $n = $redis->fw_used("rl:{$dboid:$key}:fixed_window") // '';
+	my $n = $redis->fw_used("rl:{$dboid:$key}:fixed_window:10:3600000ms") // '';
 	return $n eq '' ? 0 : $n;
 }
 

@@ -45,7 +45,9 @@ my $dboid = $node->safe_psql('postgres',
 is($redis->cli('CONFIG', 'GET', 'appendfsync'), "appendfsync\nalways",
 	'Redis runs with appendfsync always');
 
-sub redis_key { "rl:{$dboid:$_[0]}:$_[1]" }
+# The key of the limiter ($key, $algo, $LIMIT, '1 day'): the parameters
+# are part of a limiter's name.
+sub redis_key { "rl:{$dboid:$_[0]}:$_[1]:$LIMIT:86400000ms" }
 
 # A key's state as one string: its type (a hash, a sorted set for
 # sliding_log, a string for gcra), every field or member with its value

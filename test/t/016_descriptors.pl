@@ -108,7 +108,7 @@ $mark = fault_mark();
 	is((status())[0], 't', 'connected');
 	my $dboid = $node->safe_psql('postgres',
 		'SELECT oid FROM pg_database WHERE datname = current_database()');
-	is($redis->fw_used("rl:{$dboid:fd2}:fixed_window"), 2,
+	is($redis->fw_used("rl:{$dboid:fd2}:fixed_window:5:3600000ms"), 2,
 		'Redis holds exactly the two calls it answered');
 }
 fault_done('descriptors freed: the limiter recovers', $mark);

@@ -71,7 +71,7 @@ SKIP:
 	unlike($e, qr/WARNING/, 'no WARNING: Redis did answer');
 	my ($st) = rl_run($s, 'SELECT failures, fail_open, connected FROM rl_status()');
 	is($st, '0|0|t', 'no failure recorded, no policy answer, link kept');
-	is($redis->fw_used("rl:{$dboid:public.filler:k='late'}:fixed_window:3600000ms"), 10000,
+	is($redis->fw_used("rl:{$dboid:public.filler:k='late'}:fixed_window:100000:3600000ms"), 10000,
 		'Redis counted the statement\'s rows once');
 	is((rl_run($s, "SELECT remaining FROM rl_allow('late', 'fixed_window', 10, '1 hour')"))[0],
 		'9', 'the next call on the same link gets its own answer');

@@ -49,12 +49,14 @@ ratelimit.deny_cache = off
 my $dboid = $node->safe_psql('postgres',
 	'SELECT oid FROM pg_database WHERE datname = current_database()');
 
+# The Redis key of the limiter ($key, $algo, $limit, '1 day'): a
+# limiter's parameters are part of its name.
 sub redis_key
 {
-	my ($key, $algo) = @_;
+	my ($key, $algo, $limit) = @_;
 	(my $esc = $key) =~ s/%/%25/g;
 	$esc =~ s/\}/%7D/g;
-	return "rl:{$dboid:$esc}:$algo";
+	return "rl:{$dboid:$esc}:$algo:$limit:86400000ms";
 }
 
 # Runs SQL with DEBUG1 on; (stdout, the DEBUG lines of stderr).
@@ -102,7 +104,7 @@ my ($wrong_slot, $wrong_node, $missing) = (0, 0, 0);
 my %per_master;
 for my $k (@keys)
 {
-	my $rk = redis_key($k, 'fixed_window');
+	my $rk = redis_key($k, 'fixed_window', 5);
 	my $r = $routed{$rk} or do { $missing++; next };
 	my $slot = $rc->keyslot($rk);
 	$wrong_slot++ if $slot != $r->[0];
@@ -161,8 +163,8 @@ my $over = $node->safe_psql('postgres',
 is($over, '0', 'counts: each of the spread keys admits exactly min(calls, 3)');
 my $policy = $node->safe_psql('postgres', 'SELECT count(*) FROM hits WHERE NOT known');
 is($policy, '0', 'counts: no policy answers on a stable cluster');
-my ($n_hot) = (RLRedis::state_numbers($rc->key_cmd(redis_key('c18:hot', 'fixed_window'),
-	'GET', redis_key('c18:hot', 'fixed_window'))))[1];
+my ($n_hot) = (RLRedis::state_numbers($rc->key_cmd(redis_key('c18:hot', 'fixed_window', 100),
+	'GET', redis_key('c18:hot', 'fixed_window', 100))))[1];
 is($n_hot, '100', 'counts: the hot key reads 100 on its master');
 my $idle = grep { $_->script_runs(all => 1) <= $cmd0->{ $_->port } } @masters;
 is($idle, 0, 'counts: every master ran scripts (INFO commandstats)');
@@ -194,7 +196,7 @@ sub sess_allow
 
 # 3. MOVED: migrate a used key's slot to another master.
 my $mk = 'c18:moved';
-my $mrk = redis_key($mk, 'fixed_window');
+my $mrk = redis_key($mk, 'fixed_window', 10);
 my $slot = $rc->keyslot($mrk);
 my $from = $rc->master_of_slot($slot);
 my ($to) = grep { $_->port != $from->port } @masters;
@@ -214,8 +216,8 @@ ok(!(grep { /MOVED/ } @d3), 'MOVED: which goes straight to the new master');
 # 4. ASK: mid-migration, the source serves what it holds; a key it lacks
 # is asked of the target.  Same user key, two algorithms: one slot.
 my $ak = 'c18:ask';
-my $held = redis_key($ak, 'gcra');
-my $fresh = redis_key($ak, 'fixed_window');
+my $held = redis_key($ak, 'gcra', 10);
+my $fresh = redis_key($ak, 'fixed_window', 10);
 my $aslot = $rc->keyslot($held);
 is($rc->keyslot($fresh), $aslot, 'ASK: a limiter\'s keys share one slot');
 my $asrc = $rc->master_of_slot($aslot);
@@ -245,14 +247,14 @@ ok((grep { /MOVED hash slot $aslot/ } @d4), 'ASK: that call followed MOVED');
 my ($lo) = psql_debug(q{SELECT allowed, remaining FROM rl_allow_layered('c18:layer',
 	ARRAY[('sliding_log', 5, '1 second'), ('fixed_window', 100, '1 day')]::rl_rule[])});
 is($lo, 't|4', 'layered: answered by Redis');
-my $lrk = "rl:{$dboid:c18:layer}:sliding_log:1000ms";
-is($rc->key_cmd($lrk, 'EXISTS', $lrk, "rl:{$dboid:c18:layer}:fixed_window:86400000ms"), 2,
+my $lrk = "rl:{$dboid:c18:layer}:sliding_log:5:1000ms";
+is($rc->key_cmd($lrk, 'EXISTS', $lrk, "rl:{$dboid:c18:layer}:fixed_window:100:86400000ms"), 2,
 	'layered: both rules\' keys on the master of their one slot');
 is($node->safe_psql('postgres', q{SELECT rl_reset_layered('c18:layer',
 	ARRAY[('sliding_log', 5, '1 second'), ('fixed_window', 100, '1 day')]::rl_rule[])}),
 	't', 'layered: reset deletes them');
 is($rc->key_cmd($lrk, 'EXISTS', $lrk), 0, 'layered: gone from their master');
-is($node->safe_psql('postgres', "SELECT rl_reset('c18:moved', 'fixed_window')"), 't',
+is($node->safe_psql('postgres', "SELECT rl_reset('c18:moved', 'fixed_window', 10, '1 day')"), 't',
 	'reset: routed to the master that now holds the moved key');
 is($to->cmd('EXISTS', $mrk), 0, 'reset: the key is gone there');
 $node->safe_psql('postgres', q{
@@ -275,7 +277,7 @@ my ($br, $bo, $be) = $node->psql('postgres',
 	"\\set VERBOSITY verbose\nINSERT INTO bulk SELECT 'c18-a' || g FROM generate_series(1, 20) g");
 is($br, 0, 'statement trigger: keys over several slots work (one script per slot)') or diag($be);
 is(scalar(grep {
-	my $rk = "rl:{$dboid:public.bulk:author='c18-a$_'}:fixed_window:86400000ms";
+	my $rk = "rl:{$dboid:public.bulk:author='c18-a$_'}:fixed_window:100:86400000ms";
 	($rc->fw_used($rk) // 0) == 1
 } 1 .. 20), 20, 'statement trigger: each of the 20 keys is charged its one row on its master');
 ($br, $bo, $be) = $node->psql('postgres', "INSERT INTO bulk SELECT 'c18-one' FROM generate_series(1, 5)");
@@ -290,8 +292,8 @@ like($ge, qr/ERROR:\s+(PT429|PGRST)/, 'postgrest guard: the second call is refus
 # source and target did not run; it is retried 3 times, then answered by
 # the policy: counted nowhere, one failure recorded, never both.
 my $tk = 'c18:try';
-my $tfw = "rl:{$dboid:$tk}:fixed_window:86400000ms";
-my $tsl = "rl:{$dboid:$tk}:sliding_log:1000ms";
+my $tfw = "rl:{$dboid:$tk}:fixed_window:10:86400000ms";
+my $tsl = "rl:{$dboid:$tk}:sliding_log:100:1000ms";
 my $layered = qq{SELECT allowed, remaining FROM rl_allow_layered('$tk',
 	ARRAY[('fixed_window', 10, '1 day'), ('sliding_log', 100, '1 second')]::rl_rule[])};
 my ($to1) = rl_run($sess, $layered);
@@ -318,7 +320,7 @@ is($to3, 't|8', 'TRYAGAIN: after the migration the call counts on exactly');
 
 # 5. CLUSTER FAILOVER under load: every call is counted once.
 my $fk = 'c18:failover';
-my $frk = redis_key($fk, 'fixed_window');
+my $frk = redis_key($fk, 'fixed_window', 1000000);
 my $fmaster = $rc->master_of_key($frk);
 my $mark = fault_mark();
 my $old_calls0 = $fmaster->script_runs(all => 1);
@@ -365,10 +367,10 @@ fault_done('cluster CLUSTER FAILOVER under load', $mark);
 # policy's answer; it is never sent again, so Redis counts it at most once
 # (it may run when the master wakes); the other masters answer meanwhile.
 my $sk = 'c18:stall';
-my $srk = redis_key($sk, 'fixed_window');
+my $srk = redis_key($sk, 'fixed_window', 10);
 my $sm = $rc->master_of_key($srk);
 my ($other) = grep {
-	$rc->master_of_key(redis_key($_, 'fixed_window'))->port != $sm->port
+	$rc->master_of_key(redis_key($_, 'fixed_window', 10))->port != $sm->port
 } map { "c18:other$_" } 1 .. 20;
 $mark = fault_mark();
 sess_allow($sk);
@@ -399,7 +401,7 @@ my %bk;
 for my $i (1 .. 60)
 {
 	my $k = "c18:batch$i";
-	push @{ $bk{ $rc->master_of_key(redis_key($k, 'fixed_window'))->port } }, $k;
+	push @{ $bk{ $rc->master_of_key(redis_key($k, 'fixed_window', 10))->port } }, $k;
 }
 my @bm = $rc->masters;
 my $slow = $bm[0];
@@ -431,7 +433,7 @@ my %by_master;
 for my $i (1 .. 60)
 {
 	my $k = "c18:kill$i";
-	my $m = $rc->master_of_key(redis_key($k, 'fixed_window'));
+	my $m = $rc->master_of_key(redis_key($k, 'fixed_window', 10));
 	push @{ $by_master{ $m->port } }, $k;
 }
 my @now_masters = $rc->masters;
@@ -507,7 +509,7 @@ fault_done('cluster master killed', $mark);
 		return undef;
 	};
 	is($crc->($head, ':c18big:1') & 16383,
-		$rc->keyslot(redis_key("$pad:c18big:1", 'fixed_window')),
+		$rc->keyslot(redis_key("$pad:c18big:1", 'fixed_window', 10)),
 		'multi-wait: the test computes key slots as Redis does');
 	my %seen;
 	my @bm = grep { !$seen{$_}++ } map { $_->[2] } @ranges;

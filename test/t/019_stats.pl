@@ -130,7 +130,7 @@ is("$st->{calls}/$st->{allowed}/$st->{denied}", '800/50/750', 'server totals exa
 ok($st->{cached} >= 742 && $st->{cached} <= 750,
 	"deny-cache answers: all but each backend's first denial ($st->{cached})");
 ($lim) = rl_run($admin,
-	"SELECT denied FROM rl_stats_limiters WHERE key LIKE '%:hot}:fixed_window'");
+	"SELECT denied FROM rl_stats_limiters WHERE key LIKE '%:hot}:fixed_window:50:3600000ms'");
 is($lim, 750, 'the hot key holds all 750 denials');
 
 # 4. The table is bounded: 3 keys denied 20 times, then 30 denied once.
@@ -156,7 +156,7 @@ is("$st->{limiters}/$st->{limiters_evicted}", '10/23',
 # kept in the backend for the next flush, its count zeroed: each denial is
 # added once, neither lost nor added again by a later flush.
 my $rep = rl_session($node);
-my $repq = "SELECT denied FROM rl_stats_limiters WHERE key LIKE '%:rep}:fixed_window'";
+my $repq = "SELECT denied FROM rl_stats_limiters WHERE key LIKE '%:rep}:fixed_window:1:3600000ms'";
 rl_run($rep, flood_sql('rep', 1, 4));
 my ($r1) = rl_run($rep, $repq);
 rl_run($rep, flood_sql('rep', 1, 2));

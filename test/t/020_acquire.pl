@@ -94,7 +94,7 @@ sub over_pace
 # a second, so about 7 s.
 my ($N, $M) = (8, 5);
 my @s = map { rl_session($node) } 1 .. $N;
-rl_run($mon, "SELECT rl_reset('acquire:fair', 'token_bucket')");
+rl_run($mon, "SELECT rl_reset('acquire:fair', 'token_bucket', 5, '1 second')");
 my ($start) = rl_run($mon, 'SELECT extract(epoch FROM clock_timestamp())');
 rl_start($_, "SELECT i, allowed, t0, t1 FROM acquire_loop('acquire:fair', $M, '10 s')")
   for @s;
@@ -131,7 +131,7 @@ fact('figure.020', $fig);
 # ---------------------------------------------------------------------
 # 2. A newcomer polling every 20 ms with rl_allow beside four waiters:
 # who gets the units (no queue: whoever asks first when one frees).
-rl_run($mon, "SELECT rl_reset('acquire:barge', 'token_bucket')");
+rl_run($mon, "SELECT rl_reset('acquire:barge', 'token_bucket', 5, '1 second')");
 ($start) = rl_run($mon, 'SELECT extract(epoch FROM clock_timestamp())');
 rl_start($s[$_], "SELECT i, allowed, t0, t1 FROM acquire_loop('acquire:barge', 5, '20 s')")
   for 0 .. 3;
@@ -161,7 +161,7 @@ fact('figure.020', $fig);
 # ---------------------------------------------------------------------
 # 3. Cancel and statement_timeout end a wait of about 30 s.
 my $w = $s[5];
-rl_run($w, "SELECT rl_reset('acquire:cancel', 'token_bucket')");
+rl_run($w, "SELECT rl_reset('acquire:cancel', 'token_bucket', 1, '30 s')");
 my $slow = "SELECT * FROM rl_acquire('acquire:cancel', 'token_bucket', 1, '30 s', max_wait => '40 s')";
 my ($first) = rl_run($w, $slow);
 like($first, qr/^t\|0\|0\|/, 'the first call takes the only unit');

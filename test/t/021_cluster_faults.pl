@@ -42,19 +42,21 @@ ratelimit.deny_cache = off
 my $dboid = $node->safe_psql('postgres',
 	'SELECT oid FROM pg_database WHERE datname = current_database()');
 
-# The Redis key of rl_allow(key, algo, ...), and of a trigger's key.
+# The Redis key of rl_allow(key, algo, limit, '1 day'), and of a
+# trigger's key (fixed_window, limit, '1 day'): a limiter's parameters
+# are part of its name.
 sub redis_key
 {
-	my ($key, $algo) = @_;
+	my ($key, $algo, $limit) = @_;
 	(my $esc = $key) =~ s/%/%25/g;
 	$esc =~ s/\}/%7D/g;
-	return "rl:{$dboid:$esc}:$algo";
+	return "rl:{$dboid:$esc}:$algo:$limit:86400000ms";
 }
 
 sub trigger_key
 {
-	my ($table, $col, $value) = @_;
-	return "rl:{$dboid:public.$table:$col='$value'}:fixed_window:86400000ms";
+	my ($table, $col, $value, $limit) = @_;
+	return "rl:{$dboid:public.$table:$col='$value'}:fixed_window:$limit:86400000ms";
 }
 
 # A counter's value on the master that serves its key (0 when absent).
@@ -96,26 +98,26 @@ CREATE TRIGGER st_limit AFTER INSERT ON st REFERENCING NEW TABLE AS rl_new
 	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author', 'fixed_window', '10', '1 day');
 });
 my @st = map { "st$_" } 1 .. 30;
-my %st_masters = map { $rc->master_of_slot(RLCluster::slot_of(trigger_key('st', 'author', $_)))->port => 1 } @st;
+my %st_masters = map { $rc->master_of_slot(RLCluster::slot_of(trigger_key('st', 'author', $_, 10)))->port => 1 } @st;
 is(scalar keys %st_masters, 3, 'statement: the 30 keys fall on all three masters');
 my ($sr, $so, $se) = $node->psql('postgres',
 	"INSERT INTO st SELECT 'st' || k FROM generate_series(1, 30) k, generate_series(1, 3)");
 is($sr, 0, 'statement: 90 rows over 30 keys in many slots are admitted') or diag($se);
-is(scalar(grep { count_of(trigger_key('st', 'author', $_)) == 3 } @st), 30,
+is(scalar(grep { count_of(trigger_key('st', 'author', $_, 10)) == 3 } @st), 30,
 	'statement: each key is charged exactly its 3 rows on its own master');
 ($sr, $so, $se) = $node->psql('postgres',
 	"\\set VERBOSITY verbose\nINSERT INTO st SELECT 'st' || k FROM generate_series(1, 30) k "
 	  . "UNION ALL SELECT 'st7' FROM generate_series(1, 7)");
 like($se, qr/ERROR:\s+PT429/, 'statement: one key over its limit refuses the statement (PT429)');
 like($se, qr/author\)=\(st7\)/, 'statement: the refusal names the key over its limit');
-is(scalar(grep { count_of(trigger_key('st', 'author', $_)) == 3 } @st), 30,
+is(scalar(grep { count_of(trigger_key('st', 'author', $_, 10)) == 3 } @st), 30,
 	'statement: the refused statement charged no key on any master (check round)');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM st'), '90', 'statement: its rows are gone');
 ($sr, $so, $se) = $node->psql('postgres',
 	"SET ratelimit.enforce = off;\nINSERT INTO st SELECT 'st' || k FROM generate_series(1, 30) k "
 	  . "UNION ALL SELECT 'st7' FROM generate_series(1, 7)");
 is($sr, 0, 'statement: shadow mode lets the statement through') or diag($se);
-is(scalar(grep { count_of(trigger_key('st', 'author', $_)) == 3 } @st), 30,
+is(scalar(grep { count_of(trigger_key('st', 'author', $_, 10)) == 3 } @st), 30,
 	'statement: shadow mode charged no key either (the check round refused)');
 
 # Racing statements: 8 sessions insert one row for each of 8 keys (in 8
@@ -141,7 +143,7 @@ is($brc, 0, 'race: pgbench ran clean') or diag($berr);
 my $admitted = $node->safe_psql('postgres', "SELECT count(*) FROM race WHERE author = 'r1'");
 my $refused = $node->safe_psql('postgres', 'SELECT count(*) FROM refused');
 is($admitted + $refused, 200, 'race: 200 statements, each admitted or refused');
-my @rc = map { count_of(trigger_key('race', 'author', "r$_")) } 1 .. 8;
+my @rc = map { count_of(trigger_key('race', 'author', "r$_", 60)) } 1 .. 8;
 is($node->safe_psql('postgres',
 		"SELECT count(DISTINCT c) FROM (SELECT count(*) c FROM race GROUP BY author) s"),
 	'1', 'race: every admitted statement wrote all 8 keys');
@@ -169,7 +171,7 @@ CREATE TRIGGER race2_limit AFTER INSERT ON race2 REFERENCING NEW TABLE AS rl_new
 my %on;
 for my $i (1 .. 200)
 {
-	my $p = $rc->master_of_slot(RLCluster::slot_of(trigger_key('race2', 'author', "a$i")))->port;
+	my $p = $rc->master_of_slot(RLCluster::slot_of(trigger_key('race2', 'author', "a$i", 10)))->port;
 	$on{$p} //= "a$i";
 }
 # The stalled master is the one read last (its slots sort last), so the
@@ -199,7 +201,7 @@ unlike($r2e, qr/ERROR/, 'race: the other statement took the last unit meanwhile'
 like($s1e, qr/ERROR:\s+PT429/, 'race: the statement passed the check round and was refused in the consume round')
   or diag($s1e);
 usleep(300_000);
-is(join(' ', map { count_of(trigger_key('race2', 'author', $_)) } $ka, $kb, $kc), '0 10 1',
+is(join(' ', map { count_of(trigger_key('race2', 'author', $_, 10)) } $ka, $kb, $kc), '0 10 1',
 	'race: the stalled master\'s key is uncharged (check only), the exhausted key at its limit, the third charged by the refused statement');
 $_->quit for $s1, $s2;
 @masters = $rc->masters;
@@ -225,7 +227,7 @@ is($node->safe_psql('postgres',
 	'0', 'counts: each of the 200 keys admits exactly min(calls, 3)');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM hits WHERE NOT known'), '0',
 	'counts: no policy answers');
-my $hot_n = count_of(redis_key('c21:hot', 'fixed_window'));
+my $hot_n = count_of(redis_key('c21:hot', 'fixed_window', 300));
 is($hot_n, 300, 'counts: the hot key reads 300 on its master');
 fact('count_checks.021', 640);
 fact('miscounted.021', abs($hot_n - 300));
@@ -247,7 +249,7 @@ my ($range) = sort { $a->[0] <=> $b->[0] } grep { $_->[2] == $src->port } $rc->s
 my @rs;
 for (my $i = 0; @rs < 40 && $i < 200_000; $i++)
 {
-	my $s = RLCluster::slot_of(redis_key("rs$i", 'fixed_window'));
+	my $s = RLCluster::slot_of(redis_key("rs$i", 'fixed_window', 1000000));
 	push @rs, "rs$i" if $s >= $range->[0] && $s < $range->[0] + 100;
 }
 is(scalar @rs, 40, 'reshard: 40 keys in the slots to be moved');
@@ -294,7 +296,7 @@ for my $k (@rs)
 {
 	my $n = $node->safe_psql('postgres', "SELECT count(*) FROM hits WHERE k = 'rs:$k'");
 	$answered += $n;
-	my $c = count_of(redis_key($k, 'fixed_window'));
+	my $c = count_of(redis_key($k, 'fixed_window', 1000000));
 	$mismatch++ if $c != $n;
 	fact('miscounted.021', abs($c - $n)) if $c != $n;
 }
@@ -310,7 +312,7 @@ fault_done('cluster reshard under load', $mark);
 # A manual MIGRATING/IMPORTING of a hot key's slot under load: ASK while
 # the key is in flight, then MOVED; the count goes on exactly.
 my $hk = 'c21:hotmig';
-my $hrk = redis_key($hk, 'fixed_window');
+my $hrk = redis_key($hk, 'fixed_window', 2000);
 my $hslot = RLCluster::slot_of($hrk);
 my $hsrc = $rc->master_of_slot($hslot);
 my ($hdst) = grep { $_->port != $hsrc->port } $rc->masters;
@@ -350,7 +352,7 @@ fault_done('cluster manual slot migration of a hot key under load', $mark);
 # 4. TRYAGAIN concerns only the split keys: the master's other slots are
 # served at once (phase 1 rested the whole master for retry_interval).
 my $tk = 'c21:try';
-my $tfw = "rl:{$dboid:$tk}:fixed_window:86400000ms";
+my $tfw = "rl:{$dboid:$tk}:fixed_window:10:86400000ms";
 my $layered = qq{SELECT allowed, remaining FROM rl_allow_layered('$tk',
 	ARRAY[('fixed_window', 10, '1 day'), ('sliding_log', 100, '1 second')]::rl_rule[])};
 my ($to1) = rl_run($sess, $layered);
@@ -359,7 +361,7 @@ my $tslot = RLCluster::slot_of($tfw);
 my $tsrc = $rc->master_of_slot($tslot);
 my ($tdst) = grep { $_->port != $tsrc->port } $rc->masters;
 my ($near) = grep {
-	my $s = RLCluster::slot_of(redis_key($_, 'fixed_window'));
+	my $s = RLCluster::slot_of(redis_key($_, 'fixed_window', 10));
 	$s != $tslot && $rc->master_of_slot($s)->port == $tsrc->port
 } map { "c21:near$_" } 1 .. 200;
 $mark = fault_mark();
@@ -378,12 +380,12 @@ fault_done('cluster TRYAGAIN on a split layered key', $mark);
 # That key gets the policy's answer; the batch's other keys, on the same
 # master too, are Redis's; the master serves the next call at once, on the
 # same link (no new connection).
-my $lk = (grep { !defined $tsrc->fw_used(redis_key($_, 'fixed_window')) }
-	  grep { $rc->master_of_slot(RLCluster::slot_of(redis_key($_, 'fixed_window')))->port == $tsrc->port }
+my $lk = (grep { !defined $tsrc->fw_used(redis_key($_, 'fixed_window', 10)) }
+	  grep { $rc->master_of_slot(RLCluster::slot_of(redis_key($_, 'fixed_window', 10)))->port == $tsrc->port }
 	  map { "c21:loop$_" } 1 .. 200)[0];
-my $lslot = RLCluster::slot_of(redis_key($lk, 'fixed_window'));
-my @lothers = grep { RLCluster::slot_of(redis_key($_, 'fixed_window')) != $lslot } map { "c21:lo$_" } 1 .. 30;
-my ($lnear) = grep { $rc->master_of_slot(RLCluster::slot_of(redis_key($_, 'fixed_window')))->port == $tsrc->port } @lothers;
+my $lslot = RLCluster::slot_of(redis_key($lk, 'fixed_window', 10));
+my @lothers = grep { RLCluster::slot_of(redis_key($_, 'fixed_window', 10)) != $lslot } map { "c21:lo$_" } 1 .. 30;
+my ($lnear) = grep { $rc->master_of_slot(RLCluster::slot_of(redis_key($_, 'fixed_window', 10)))->port == $tsrc->port } @lothers;
 my @lbatch = ($lk, @lothers);
 my $larr = 'ARRAY[' . join(',', map { "'$_'" } @lbatch) . ']';
 my ($l0) = rl_run($sess, 'SELECT connects, failures FROM rl_status()');
@@ -415,7 +417,7 @@ my %bk;
 for my $i (1 .. 60)
 {
 	my $k = "c21:closed$i";
-	push @{ $bk{ $rc->master_of_slot(RLCluster::slot_of(redis_key($k, 'fixed_window')))->port } }, $k;
+	push @{ $bk{ $rc->master_of_slot(RLCluster::slot_of(redis_key($k, 'fixed_window', 10)))->port } }, $k;
 }
 my @bm = $rc->masters;
 my $slow = $bm[0];
@@ -458,7 +460,7 @@ $dsess->quit;
 $node->safe_psql('postgres', 'TRUNCATE hits');
 my $victim = ($rc->masters)[-1];
 my @vk = grep {
-	$rc->master_of_slot(RLCluster::slot_of(redis_key($_, 'fixed_window')))->port == $victim->port
+	$rc->master_of_slot(RLCluster::slot_of(redis_key($_, 'fixed_window', 1000000)))->port == $victim->port
 } map { "c21:kill$_" } 1 .. 100;
 my $vkarr = 'ARRAY[' . join(',', map { "'$_'" } @vk) . ']';
 my $nvk = @vk;
@@ -477,7 +479,7 @@ for my $k (@vk)
 {
 	my ($known, $unknown) = split /\|/, $node->safe_psql('postgres',
 		"SELECT count(*) FILTER (WHERE known), count(*) FILTER (WHERE NOT known) FROM hits WHERE k = '$k'");
-	my $n = count_of(redis_key($k, 'fixed_window'));
+	my $n = count_of(redis_key($k, 'fixed_window', 1000000));
 	$kn += $known;
 	$ku += $unknown;
 	$lost += $known - $n if $n < $known;

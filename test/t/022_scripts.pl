@@ -10,7 +10,10 @@
 #    admitted, some denied); halfway its state is copied into a second key
 #    in 0.2.0's form, with the same TTL; the rest of the series then runs
 #    on both keys, and every answer must be identical to the millisecond.
-#    The copy is in the new form after its next admitted call.
+#    The copy is in the new form after its next admitted call.  (0.2.0's
+#    own keys have no parameters in their names, so since 0.4.0 no call
+#    reads them; the copy is written under the name of the 0.4.0 limiter
+#    called on it, so that the scripts' reading of the old forms runs.)
 # 2. A restart without persistence forgets the scripts and the state: the
 #    first call after it gets "Function not found" (Redis 7.0 and later:
 #    one FUNCTION LOAD, then the call again) or NOSCRIPT (sent once more
@@ -37,7 +40,8 @@ my $dboid = $node->safe_psql('postgres',
 	'SELECT oid FROM pg_database WHERE datname = current_database()');
 my $s = rl_session($node);
 
-sub rkey { "rl:{$dboid:$_[0]}:$_[1]" }
+# The Redis key of the limiter (key, algo, 5, '10 seconds') that call() runs.
+sub rkey { "rl:{$dboid:$_[0]}:$_[1]:5:10000ms" }
 
 # One call at a pinned clock (ms): "allowed|remaining|retry|reset".
 sub call

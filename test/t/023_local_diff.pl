@@ -57,6 +57,21 @@ sub window_key
 	return $w % 1000 == 0 ? ($w / 1000) . 'ms' : "${w}us";
 }
 
+# The Redis key of the limiter (key, algo, limit, window in us, burst), and
+# the rl_reset of that limiter: a limiter's parameters are part of its name.
+sub limiter_key
+{
+	my ($key, $algo, $L, $W, $B) = @_;
+	return "rl:{$dboid:$key}:$algo:$L:" . window_key($W) . (defined $B && $B != $L ? ":b$B" : '');
+}
+
+sub reset_sql
+{
+	my ($key, $algo, $L, $W, $B) = @_;
+	return "SELECT rl_reset('$key', '$algo', $L, '$W microseconds'"
+	  . (defined $B ? ", burst => $B" : '') . ')';
+}
+
 my $s = rl_session($node);
 rl_run($s, 'SET ratelimit.failure_mode = error');
 
@@ -132,7 +147,7 @@ for my $lim (@limiters)
 	my ($algo, $L, $W, $key, $n) = @$lim;
 	my $now = 1_700_000_000_000_000 + rnd(1_000_000_000) * 1000 + rnd(1000);
 	my $step = int($W / $L) || 1;
-	my $rkey = "rl:{$dboid:$key}:$algo";
+	my $rkey = limiter_key($key, $algo, $L, $W);
 	for my $i (1 .. ($n // 40))
 	{
 		my $r = rand();
@@ -148,7 +163,7 @@ for my $lim (@limiters)
 		my ($rr, $ll) = both($now,
 			"SELECT allowed, remaining, retry_after_ms, reset_after_ms FROM $call");
 		compare("$call at " . clock_text($now), $rr, $ll);
-		settle($rkey => "SELECT rl_reset('$key', '$algo')")
+		settle($rkey => reset_sql($key, $algo, $L, $W))
 		  if $rr =~ /^t/ && $c > 0 && $call =~ /^rl_allow/;
 	}
 }
@@ -177,7 +192,7 @@ for my $round (1 .. 12)
 			"SELECT key, allowed, remaining, retry_after_ms, reset_after_ms "
 			  . "FROM rl_allow_many($keys_sql, '$algo', $L, '$W microseconds', $costs_sql)");
 		compare("rl_allow_many $algo $L/$W at " . clock_text($now), $rr, $ll);
-		my %w = map { ("rl:{$dboid:$_}:$algo" => "SELECT rl_reset('$_', '$algo')") } @keys;
+		my %w = map { (limiter_key($_, $algo, $L, $W) => reset_sql($_, $algo, $L, $W)) } @keys;
 		settle(%w);
 	}
 }
@@ -218,8 +233,8 @@ for my $k (1 .. 16)
 			"SELECT allowed, remaining, retry_after_ms, reset_after_ms FROM $call");
 		compare("$call at " . clock_text($now), $rr, $ll);
 		my %w = map {
-			("rl:{$dboid:$key}:$_->[0]:" . window_key($_->[2]) =>
-				"SELECT rl_reset_layered('$key', ARRAY[('$_->[0]', 1, '$_->[2] microseconds')]::rl_rule[])")
+			(limiter_key($key, $_->[0], $_->[1], $_->[2]) =>
+				"SELECT rl_reset_layered('$key', ARRAY[('$_->[0]', $_->[1], '$_->[2] microseconds')]::rl_rule[])")
 		} @rules;
 		settle(%w) if $rr =~ /^t/ && $c > 0 && $call =~ /^rl_allow/;
 	}
@@ -238,7 +253,7 @@ for my $k (1 .. 18)
 	my $W = pick(@WINDOWS);
 	my $B = 1 + rnd(3 * $L);
 	my $key = "b:$seed:$k";
-	my $rkey = "rl:{$dboid:$key}:$algo";
+	my $rkey = limiter_key($key, $algo, $L, $W, $B);
 	my $now = 1_700_000_000_000_000 + rnd(1_000_000_000) * 1000;
 	my $step = int($W / $L) || 1;
 	my $layered = $k > 12;
@@ -256,11 +271,10 @@ for my $k (1 .. 18)
 		my ($rr, $ll) = both($now,
 			"SELECT allowed, remaining, retry_after_ms, reset_after_ms FROM $call");
 		compare("$call at " . clock_text($now), $rr, $ll);
-		my $wk = $layered ? "$rkey:" . window_key($W) : $rkey;
 		my $reset = $layered
 		  ? "SELECT rl_reset_layered('$key', $rule)"
-		  : "SELECT rl_reset('$key', '$algo')";
-		settle($wk => $reset) if $rr =~ /^t/ && $c > 0;
+		  : reset_sql($key, $algo, $L, $W, $B);
+		settle($rkey => $reset) if $rr =~ /^t/ && $c > 0;
 	}
 }
 is($bad - $bad_before, 0,
@@ -279,7 +293,7 @@ for my $big ([ 1000, 3000 ], [ 5000, 9000 ])
 	my ($L, $n) = @$big;
 	my $W = 60_000_000;
 	my $key = "big:$seed:$L";
-	my $rkey = "rl:{$dboid:$key}:sliding_log";
+	my $rkey = limiter_key($key, 'sliding_log', $L, $W);
 	my $now = 1_700_000_000_000_000 + rnd(1_000_000_000) * 1000;
 	my $step = int($W / $L);
 	my @calls;
@@ -311,7 +325,7 @@ for my $big ([ 1000, 3000 ], [ 5000, 9000 ])
 		die 'chunk: ' . scalar(@r) . ' rows on Redis, ' . scalar(@l) . ' local'
 		  unless @r == @l;
 		compare("sliding_log $L, row $_ of a chunk", $r[$_], $l[$_]) for 0 .. $#r;
-		settle($rkey => "SELECT rl_reset('$key', 'sliding_log')");
+		settle($rkey => reset_sql($key, 'sliding_log', $L, $W));
 	}
 	my ($members) = $redis->cmd('ZCARD', $rkey);
 	note "sliding_log $L: $members members in Redis at the end";

@@ -109,7 +109,7 @@ my ($out) = rl_run($a,
 	"SELECT string_agg(allowed::text, ',') FROM generate_series(1, 3) g, "
 	  . "LATERAL rl_allow('reset:1', 'gcra', 2, '1 hour', 1 + 0 * g)");
 is($out, 'true,true,false', 'the key is full in session A');
-($out) = rl_run($b, "SELECT rl_reset('reset:1', 'gcra')");
+($out) = rl_run($b, "SELECT rl_reset('reset:1', 'gcra', 2, '1 hour')");
 is($out, 't', 'session B resets it');
 ($out) = rl_run($a, "SELECT allowed, remaining FROM rl_allow('reset:1', 'gcra', 2, '1 hour')");
 is($out, 't|1', 'session A starts afresh after the reset');
@@ -123,13 +123,17 @@ CREATE TABLE t024s (author int);
 CREATE TRIGGER t024_stmt AFTER INSERT ON t024s REFERENCING NEW TABLE AS rl_new
 	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author', 'fixed_window', '2', '1 hour');
 });
+# Since 0.4.0 a limiter is its key, algorithm, limit, window and burst, so
+# the layered rule ('gcra', 5, '1 hour') on 'ep' is the limiter of
+# rl_allow('ep', 'gcra', 5, '1 hour'): it finds that call's unit used (3
+# left; before 0.4.0 a layered rule's key was apart, 4).
 my ($o, $err) = rl_run($b, q{
 SELECT rl_allow('ep', 'gcra', 5, '1 hour') IS NOT NULL,
 	   (rl_peek('ep', 'gcra', 5, '1 hour')).remaining,
 	   (SELECT count(*) FROM rl_allow_many(ARRAY['ep1', 'ep2'], 'gcra', 5, '1 hour')),
 	   (rl_allow_layered('ep', ARRAY[('gcra', 5, '1 hour'), ('fixed_window', 9, '1 day')]::rl_rule[])).remaining,
-	   rl_reset('ep', 'gcra')});
-is($o, 't|4|2|4|t', 'rl_allow, rl_peek, rl_allow_many, rl_allow_layered, rl_reset: no Redis');
+	   rl_reset('ep', 'gcra', 5, '1 hour')});
+is($o, 't|4|2|3|t', 'rl_allow, rl_peek, rl_allow_many, rl_allow_layered, rl_reset: no Redis');
 my @errs;
 for my $sql ('INSERT INTO t024 VALUES (1), (1)', 'INSERT INTO t024 VALUES (1)',
 	'INSERT INTO t024s VALUES (1), (1)', 'INSERT INTO t024s VALUES (1)',
@@ -159,9 +163,9 @@ is($o, 'f|0|0|0', 'no connection to Redis was ever made');
 # open, let through, however often.  The seed is drawn at server start,
 # so keys chosen for seed 0 spread over the partitions.
 my $same_part = "WITH v AS (SELECT (SELECT oid FROM pg_database WHERE datname = current_database()) AS db), "
-  . "p AS (SELECT hashtextextended(format('rl:{%s:victim:7}:gcra', db), 0) >> 57 AS p FROM v) "
+  . "p AS (SELECT hashtextextended(format('rl:{%s:victim:7}:gcra:1:3600000ms', db), 0) >> 57 AS p FROM v) "
   . "SELECT ARRAY(SELECT 'part:' || g FROM generate_series(1, 40000) g, v, p "
-  . "WHERE hashtextextended(format('rl:{%s:part:%s}:fixed_window', db, g), 0) >> 57 = p.p LIMIT 80)";
+  . "WHERE hashtextextended(format('rl:{%s:part:%s}:fixed_window:1:3600000ms', db, g), 0) >> 57 = p.p LIMIT 80)";
 ($o) = rl_run($a, "SET ratelimit.test_clock_ms = $T0;\n"
 	  . "SELECT count(*) FILTER (WHERE allowed) FROM rl_allow_many(($same_part), 'fixed_window', 1, '1 hour')");
 is($o, '80', '80 keys chosen to share the victim\'s partition under seed 0, each admitted');
@@ -302,7 +306,7 @@ rl_run($r, "SET ratelimit.test_clock_ms = $T0");
 is($o, 't|2', 'with Redis up, Redis answers');
 my $dboid = $rnode->safe_psql('postgres',
 	'SELECT oid FROM pg_database WHERE datname = current_database()');
-is($redis->fw_used("rl:{$dboid:fo}:fixed_window"), '1', 'and holds the count');
+is($redis->fw_used("rl:{$dboid:fo}:fixed_window:3:3600000ms"), '1', 'and holds the count');
 $redis->kill9;
 ($o, $err) = rl_run($r, "SELECT string_agg(allowed::text || ':' || remaining, ',') FROM generate_series(1, 4) g, "
 	  . "LATERAL rl_allow('fo', 'fixed_window', 3, '1 hour', 1 + 0 * g)");
@@ -321,7 +325,7 @@ $redis->start;
 usleep(150_000);
 ($o) = rl_run($r, "SELECT allowed, remaining FROM rl_allow('fo2', 'fixed_window', 3, '1 hour')");
 is($o, 't|2', 'Redis answers again once it is back');
-is($redis->cmd('EXISTS', "rl:{$dboid:fo2}:fixed_window"), 1, 'the key is in Redis');
+is($redis->cmd('EXISTS', "rl:{$dboid:fo2}:fixed_window:3:3600000ms"), 1, 'the key is in Redis');
 
 $r->quit;
 $rnode->stop;
@@ -366,7 +370,7 @@ is($o, 'f|t', 'a new log gets the policy answer (closed: denied, remaining NULL)
 like($err, qr/ERROR:  53400: ratelimit.local_log_entries is full/,
 	'under failure_mode = error it is ERROR 53400');
 ($o) = rl_run($p, "SET ratelimit.failure_mode = closed;\n"
-	  . "SELECT rl_reset('pool:big', 'sliding_log'), "
+	  . "SELECT rl_reset('pool:big', 'sliding_log', 100000, '1 hour'), "
 	  . "(rl_allow('pool:new', 'sliding_log', 3, '1 hour')).remaining");
 is($o, 't|2', 'rl_reset gives the blocks back');
 ($o) = rl_run($p, $pfill);

@@ -154,7 +154,8 @@ sub key_on
 	}
 	die 'no key found';
 }
-sub redis_key { "rl:{$dboid:$_[0]}:fixed_window" }
+# The Redis key of rl_allow(key, 'fixed_window', limit, '1 hour').
+sub redis_key { "rl:{$dboid:$_[0]}:fixed_window:$_[1]:3600000ms" }
 
 # Our clients are on the TLS ports only (this also warms each master:
 # the scripts are loaded).
@@ -194,7 +195,7 @@ sub redis_key { "rl:{$dboid:$_[0]}:fixed_window" }
 		is(scripts($m) - $before{ $m->port }, 20,
 			'TLS cluster routing: master ' . $tls_port{ $m->port } . ' ran its 20 calls');
 	}
-	my $used = grep { ($rc->fw_used(redis_key($_)) // -1) == 1 } @keys;
+	my $used = grep { ($rc->fw_used(redis_key($_, 1)) // -1) == 1 } @keys;
 	is($used, 30, 'TLS cluster routing: each key counted once on its master');
 }
 
@@ -212,7 +213,7 @@ sub redis_key { "rl:{$dboid:$_[0]}:fixed_window" }
 		$sum += $out;
 	}
 	is($sum, 50, 'TLS cluster, 4 sessions x 30 calls on one key: exactly 50 allowed');
-	is($rc->fw_used(redis_key($k)), 50, 'TLS cluster, 4 sessions: Redis counts 50');
+	is($rc->fw_used(redis_key($k, 50)), 50, 'TLS cluster, 4 sessions: Redis counts 50');
 	$_->quit for @s;
 }
 
@@ -233,7 +234,7 @@ sub redis_key { "rl:{$dboid:$_[0]}:fixed_window" }
 	is("@got", 't t f', 'MOVED over TLS: the count goes on exactly (limit 3)');
 	like($e2, qr/MOVED/, 'MOVED over TLS: the extension was redirected');
 	is(scripts($to) - $before, 3, 'MOVED over TLS: the new owner ran the calls');
-	is($to->fw_used(redis_key($k)), 3, 'MOVED over TLS: counted 3 on the new owner');
+	is($to->fw_used(redis_key($k, 3)), 3, 'MOVED over TLS: counted 3 on the new owner');
 	is(rl_status_of($s)->{failures}, '0', 'MOVED over TLS: no failure');
 	ok(!grep({ $_ != $tls_port{ $to->port } } pg_laddrs($to)),
 		'MOVED over TLS: the new owner was reached on its TLS port');
@@ -397,7 +398,7 @@ refused($snode, 'Sentinel, wrong server name', 'ssn',
 	is(scripts($r0) - $new, 6, 'fail-over: the new master ran all 6');
 	is(scripts($m0) - $old, 0, 'fail-over: the old master ran none');
 	$r0->cmd('AUTH', $pw);
-	is($r0->fw_used(redis_key_s('sf1')), 4, 'fail-over: counted 4 on the new master');
+	is($r0->fw_used(redis_key_s('sf1', 4)), 4, 'fail-over: counted 4 on the new master');
 	like(rl_status_of($s)->{endpoint}, qr/:\Q${\ $top->known_port($r0->port)}\E$/,
 		'fail-over: the endpoint is the new master\'s TLS port');
 	$s->quit;
@@ -419,7 +420,7 @@ sub redis_key_s
 {
 	my $oid = $snode->safe_psql('postgres',
 		'SELECT oid FROM pg_database WHERE datname = current_database()');
-	return "rl:{$oid:$_[0]}:fixed_window";
+	return "rl:{$oid:$_[0]}:fixed_window:$_[1]:3600000ms";
 }
 
 unlike($all_err, qr/\Q$pw\E|\Q$spw\E/, 'no password in any message');

@@ -76,7 +76,7 @@ my $crc = \&RLCluster::crc16;
 my $pad = 'x' x 900;
 my $head = $crc->(0, "$dboid:$pad");
 is($crc->($head, ':c29:1') & 16383,
-	$rc->keyslot("rl:{$dboid:$pad:c29:1}:fixed_window"),
+	$rc->keyslot("rl:{$dboid:$pad:c29:1}:fixed_window:10:86400000ms"),
 	'the test computes key slots as Redis does');
 my @ranges = $rc->slot_ranges;
 my $port_of_slot = sub {
