@@ -132,7 +132,19 @@ extern RlLocalEntry *rl_local_find(const char *key, size_t len, uint64 hash,
 								   double now, bool reserve, bool *full,
 								   RlLocalEntry *const *keep, int nkeep);
 extern void rl_local_release(RlLocalEntry *entry, uint64 hash);
-extern bool rl_local_reclaim_others(double now);
+/*
+ * What a running call holds while it makes room for a log: its locked
+ * partitions, and the entries it has found (which nothing may free).
+ */
+typedef struct RlLocalHeld
+{
+	const int  *parts;
+	int			nparts;
+	RlLocalEntry *const *keep;
+	int			nkeep;
+} RlLocalHeld;
+
+extern bool rl_local_reclaim_for_log(double now, const RlLocalHeld *held);
 extern const char *rl_local_room_setting(RlLocalRoom why);
 extern const char *rl_local_room_detail(RlLocalRoom why);
 extern void rl_local_full_warning(RlLocalRoom why);
@@ -140,7 +152,8 @@ extern void rl_local_full_warning(RlLocalRoom why);
 /* rl_local_log.c: the sliding logs' pool of members */
 extern Size rl_local_log_size(void);
 extern void rl_local_log_startup(void);
-extern bool rl_local_log_room(RlLocalEntry *entry, double now, int need);
+extern bool rl_local_log_room(RlLocalEntry *entry, double now, int need,
+							  const RlLocalHeld *held);
 extern bool rl_local_log_any_free(void);
 extern void rl_local_log_free(RlLocalEntry *entry);
 extern RlLocalMember *rl_local_log_at(const RlLocalEntry *entry, int i);

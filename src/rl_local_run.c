@@ -117,10 +117,10 @@ rl_local_algorithm_of(const char *name)
  */
 static bool
 rl_local_room(int algorithm, RlLocalEntry *e, const RlLocalResult *res,
-			  double now, int need)
+			  double now, int need, const RlLocalHeld *held)
 {
 	return algorithm != RL_SLIDING_LOG || !res->apply ||
-		rl_local_log_room(e, now, need);
+		rl_local_log_room(e, now, need, held);
 }
 
 /*
@@ -159,7 +159,9 @@ rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
 		out->v[2] = (int64) Max(1, (res.retry <= 0 ? 0 : ceil(res.retry / 1000)));
 		out->v[3] = (int64) (res.reset <= 0 ? 0 : ceil(res.reset / 1000));
 	}
-	else if (res.ok && res.apply && !rl_local_room(algorithm, e, &res, now, 1))
+	else if (res.ok && res.apply &&
+			 !rl_local_room(algorithm, e, &res, now, 1,
+							&(RlLocalHeld) {&part, 1, &e, 1}))
 		room = RL_ROOM_NO_LOG;
 	else
 	{
@@ -319,7 +321,8 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 
 				for (int k = 0; k < i; k++)
 					need += entries[k] == entries[i] && res[k].apply;
-				if (!rl_local_room(algo[i], entries[i], &res[i], now, need))
+				if (!rl_local_room(algo[i], entries[i], &res[i], now, need,
+								   &(RlLocalHeld) {parts, nparts, entries, n}))
 					room = RL_ROOM_NO_LOG;
 			}
 			for (int i = 0; i < n && room == RL_ROOM_OK; i++)

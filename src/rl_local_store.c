@@ -243,7 +243,7 @@ rl_local_wall_clock(void)
  * cache line, which all backends wrote; a partition's clock is a plain
  * write under a lock the call holds anyway.
  */
-/* Whether the running call's clock is pinned (rl_local_reclaim_others). */
+/* Whether the running call's clock is pinned (rl_local_reclaim_for_log). */
 static bool rl_local_clock_pinned = false;
 
 double
@@ -415,19 +415,27 @@ rl_local_find(const char *key, size_t len, uint64 hash, double now,
 }
 
 /*
- * The sliding logs' pool is empty: frees the expired entries (and their
- * logs) of every partition whose lock is free now.  A partition locked by
- * someone, this backend included (its own call's entries), is skipped, so
- * this never waits and never frees what a running call holds.  True when
- * a block is free afterwards.
+ * The sliding logs' pool is empty: frees expired entries (and their logs),
+ * first in the partitions the call holds, but for the entries it has
+ * found, then in every other partition whose lock is free now.  A
+ * partition locked by another backend is skipped, so this never waits and
+ * never frees what a running call holds.  True when a block is free
+ * afterwards.
  */
 bool
-rl_local_reclaim_others(double now)
+rl_local_reclaim_for_log(double now, const RlLocalHeld *held)
 {
+	for (int i = 0; i < held->nparts; i++)
+	{
+		rl_local_reclaim(held->parts[i], now, held->keep, held->nkeep);
+		if (rl_local_log_any_free())
+			return true;
+	}
 	for (int part = 0; part < RL_LOCAL_PARTITIONS; part++)
 	{
 		LWLock	   *lock = &rl_local_locks[part].lock;
 
+		/* The call's own partitions are locked: skipped here. */
 		if (!LWLockConditionalAcquire(lock, LW_EXCLUSIVE))
 			continue;
 
