@@ -292,12 +292,13 @@ rl_check_key(text *key, int *len)
  *
  * with the window in ms ("60000ms"), or in us when it is not a whole
  * number of ms ("1500us"), and a burst only when it is not the limit (a
- * burst equal to the limit is the capacity no burst gives: one limiter).  Everything a limiter stores lives under one
- * {hash tag}, so a Redis Cluster keeps it on one node.  The user key is
- * escaped ("%" becomes "%25", "}" becomes "%7D") so it cannot close the
- * tag early, and the database OID (or "all" when databases share
- * limiters) comes first, so no key of one database can spell a key of
- * another.
+ * burst equal to the limit is the capacity no burst gives: one limiter).
+ *
+ * Everything a limiter stores lives under one {hash tag}, so a Redis
+ * Cluster keeps it on one node.  The user key is escaped ("%" becomes
+ * "%25", "}" becomes "%7D") so it cannot close the tag early, and the
+ * database OID (or "all" when databases share limiters) comes first, so
+ * no key of one database can spell a key of another.
  *
  * The parameters are part of the name: a limiter is its key, algorithm,
  * limit, window and burst.  A call reads and rewrites the state under its

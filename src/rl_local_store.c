@@ -231,6 +231,9 @@ rl_local_wall_clock(void)
 	return (double) ((uint64) tv.tv_sec * 1000000 + tv.tv_usec);
 }
 
+/* Whether the running call's clock is pinned (rl_local_reclaim_for_log). */
+static bool rl_local_clock_pinned = false;
+
 /*
  * The clock of a call, in us, with the locks of its n partitions held:
  * the pinned one (tests), else the wall clock read before the locks, never
@@ -243,9 +246,6 @@ rl_local_wall_clock(void)
  * cache line, which all backends wrote; a partition's clock is a plain
  * write under a lock the call holds anyway.
  */
-/* Whether the running call's clock is pinned (rl_local_reclaim_for_log). */
-static bool rl_local_clock_pinned = false;
-
 double
 rl_local_clock(const int *parts, int n, double pinned, double wall)
 {

@@ -399,11 +399,11 @@ rl_request_identity(void)
  *					  burst DEFAULT NULL) RETURNS void
  *
  * Checks one request against the limiter (key, algo, limit, window,
- * burst) with cost 1; key
- * NULL means the caller's identity as above.  Denied: the PGRST error,
- * which PostgREST answers with HTTP 429.  Allowed: RateLimit and
- * RateLimit-Policy response headers.  While Redis is unavailable the
- * failure policy answers, and an admitted request gets no headers.
+ * burst) with cost 1; key NULL means the caller's identity as above.
+ * Denied: the PGRST error, which PostgREST answers with HTTP 429.
+ * Allowed: RateLimit and RateLimit-Policy response headers.  While Redis
+ * is unavailable the failure policy answers, and an admitted request gets
+ * no headers.
  */
 Datum
 rl_postgrest_guard(PG_FUNCTION_ARGS)
