@@ -42,6 +42,11 @@ DATA = sql/ratelimit--0.1.0.sql sql/ratelimit--0.1.0--0.2.0.sql \
 	sql/ratelimit--$(EXTVERSION).sql
 PGFILEDESC = "ratelimit - distributed rate limiting over Redis"
 
+# The manual (doc/*.md), installed under $(pg_config --docdir)/extension/ratelimit
+# (docmoduledir, set after the PGXS include): in a directory of its own,
+# since names such as security.md would clash with other extensions' docs.
+DOCS = $(wildcard doc/*.md)
+
 PG_CPPFLAGS = -Isrc
 SHLIB_LINK += -lhiredis -lssl -lcrypto
 
@@ -56,6 +61,16 @@ EXTRA_CLEAN = src/rl_scripts_gen.h
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+docmoduledir = extension/ratelimit
+
+# PGXS's uninstall names each of DOCS with its doc/ prefix under the
+# install directory, where they were installed without it.
+uninstall: uninstall-ratelimit-docs
+uninstall-ratelimit-docs:
+	rm -f $(addprefix '$(DESTDIR)$(docdir)/$(docmoduledir)'/, $(notdir $(DOCS)))
+	-rmdir '$(DESTDIR)$(docdir)/$(docmoduledir)'
+.PHONY: uninstall-ratelimit-docs
 
 src/rl_scripts_gen.h: $(LUA_SCRIPTS) src/gen_scripts.sh
 	sh src/gen_scripts.sh lua > $@.tmp && mv $@.tmp $@
