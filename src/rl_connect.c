@@ -5,10 +5,12 @@
  *
  * A connection is a non-blocking connect waited for on the latch under
  * connect_timeout, the TLS handshake when redis_tls is on, then AUTH,
- * SELECT, CLIENT SETNAME and INFO in one round trip.  The password comes
- * from its setting or its file, read afresh at each connection; it never
- * reaches a message.  A failure says whether a setting is wrong (which
- * setting) or Redis is unavailable, and rl_conn.c records it.
+ * SELECT, CLIENT SETNAME and INFO in one round trip (led by a PING a
+ * Sentinel must refuse, when its password is what guards Redis's:
+ * rl_sentinel_guard).  The password comes from its setting or its file,
+ * read afresh at each connection; it never reaches a message.  A failure
+ * says whether a setting is wrong (which setting) or Redis is
+ * unavailable, and rl_conn.c records it.
  *
  * hiredis's reply reader gets its bound on arrays here, for the
  * connection's life: no reply to the extension's commands needs a large
@@ -282,12 +284,14 @@ rl_node_connect(RlNode *node)
 {
 	TimestampTz deadline;
 	redisContext *c;
-	const char *argv[4][4];
-	size_t		argvlen[4][4];
-	RlCommand	cmds[4];
-	redisReply *replies[4];
+	const char *argv[5][4];
+	size_t		argvlen[5][4];
+	RlCommand	cmds[5];
+	redisReply *replies[5];
 	int			n = 0;
 	int			optional;
+	bool		probe;
+	int			first = 0;
 	bool		connected;
 	int			err = 0;
 	socklen_t	errlen = sizeof(err);
@@ -304,6 +308,18 @@ rl_node_connect(RlNode *node)
 	if (!rl_password(password, sizeof(password), why, sizeof(why)))
 	{
 		rl_conn_misconfigured(rl_password_setting(node), "%s", why);
+		return false;
+	}
+
+	/*
+	 * The master the Sentinels named is sent the Redis password only while
+	 * something vouches for it (rl_sentinel_check applied the rule before
+	 * any Sentinel was asked; this is where the password would leave).
+	 */
+	if (rl_redis_mode == RL_MODE_SENTINEL && !node->sentinel &&
+		password[0] != '\0' && !rl_sentinel_guarded())
+	{
+		explicit_bzero(password, sizeof(password));
 		return false;
 	}
 
@@ -420,7 +436,18 @@ rl_node_connect(RlNode *node)
 		}
 	}
 
-	/* The handshake, one round trip. */
+	/*
+	 * The handshake, one round trip.  A Sentinel whose password guards
+	 * Redis's must refuse a command sent before AUTH: one that answers it
+	 * takes orders from anyone, whatever password it also accepts.
+	 */
+	probe = node->sentinel && rl_sentinel_guard() == RL_GUARD_SENTINEL_AUTH;
+	if (probe)
+	{
+		argv[n][0] = "PING";
+		cmds[n].argc = 1;
+		n++;
+	}
 	if (password[0] != '\0')
 	{
 		int			k = 0;
@@ -471,7 +498,20 @@ rl_node_connect(RlNode *node)
 	PG_END_TRY();
 	if (!ok)
 		return false;
-	for (int i = 0; i < n; i++)
+	if (probe)
+	{
+		if (replies[0]->type != REDIS_REPLY_ERROR)
+		{
+			rl_free_replies(replies, n);
+			rl_sentinel_refuse_open();
+			return false;
+		}
+		/* Refused as it must be; another refusal is reported below. */
+		if (strncmp(replies[0]->str, "NOAUTH", 6) == 0 ||
+			strncmp(replies[0]->str, "NOPERM", 6) == 0)
+			first = 1;
+	}
+	for (int i = first; i < n; i++)
 	{
 		/*
 		 * CLIENT SETNAME and INFO only label the connection: an ACL user

@@ -21,7 +21,8 @@
  * changed is dropped between calls, when its link is idle, so no command
  * is ever sent twice.  Sentinels speak with their own credentials
  * (ratelimit.sentinel_username/sentinel_password); the Redis credentials
- * are the master's.
+ * are the master's, and go to the address the Sentinels name only while
+ * something vouches for it (rl_sentinel_guard).
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -94,6 +95,67 @@ rl_sentinel_reply_setting(const char *reply)
 	if (strncmp(reply, "ERR unknown command", 19) == 0)
 		return "ratelimit.redis_nodes";
 	return NULL;
+}
+
+/*
+ * What keeps the Redis password from a master that is not ours.  The
+ * connection to the master the Sentinels name opens with AUTH, before
+ * ROLE can say anything about the server: whoever can make a Sentinel
+ * name an address of theirs (SENTINEL MONITOR on a Sentinel that takes
+ * commands from anyone) would be sent the password, and could then answer
+ * every call, or write to Redis itself.  So with a Redis password one of
+ * two must hold:
+ *  - TLS verifies the master against ratelimit.redis_tls_ca_file or
+ *    ratelimit.redis_tls_server_name (rl_link.c always verifies the
+ *    certificate and the name).  Not the system's authorities checked
+ *    against the address a Sentinel gave: anyone can get a public
+ *    certificate for a name or address of their own.
+ *  - The Sentinels require a password (sentinel_password or its file),
+ *    so no outsider can reconfigure them.  Our password being accepted
+ *    does not prove it (an ACL user's password is accepted while the
+ *    default user may still be open), so each Sentinel must also refuse
+ *    a command sent before AUTH (rl_node_connect's probe).
+ * Without a Redis password there is no secret to keep: the deployment
+ * already trusts whoever reaches its servers.
+ */
+RlSentinelGuard
+rl_sentinel_guard(void)
+{
+	if (rl_redis_password[0] == '\0' && rl_redis_password_file[0] == '\0')
+		return RL_GUARD_UNNEEDED;
+	if (rl_redis_tls &&
+		(rl_redis_tls_ca_file[0] != '\0' || rl_redis_tls_server_name[0] != '\0'))
+		return RL_GUARD_TLS;
+	if (rl_sentinel_password[0] != '\0' || rl_sentinel_password_file[0] != '\0')
+		return RL_GUARD_SENTINEL_AUTH;
+	return RL_GUARD_MISSING;
+}
+
+/*
+ * False (recorded, naming the settings) when nothing guards the Redis
+ * password: checked before any Sentinel is asked, and again where AUTH
+ * would leave for the master (rl_node_connect).
+ */
+bool
+rl_sentinel_guarded(void)
+{
+	if (rl_sentinel_guard() != RL_GUARD_MISSING)
+		return true;
+	rl_conn_misconfigured("ratelimit.sentinel_password or ratelimit.redis_tls_ca_file",
+						  "the Redis password would go to whatever server a Sentinel names: set the Sentinels' password, or ratelimit.redis_tls with redis_tls_ca_file or redis_tls_server_name");
+	return false;
+}
+
+/*
+ * A Sentinel trusted to guard the Redis password answered a command sent
+ * before AUTH: anyone could reconfigure it.  Recorded on the Sentinel;
+ * its answers are not taken.
+ */
+void
+rl_sentinel_refuse_open(void)
+{
+	rl_conn_misconfigured("the Sentinels' requirepass or ratelimit.redis_tls_ca_file",
+						  "it answers clients that have not authenticated, so anyone could make it name a server of theirs for the Redis password");
 }
 
 /*
@@ -248,10 +310,11 @@ rl_sentinel_resolve(RlNode *master)
  * Called by each call in sentinel mode before it uses the master: asks
  * the Sentinels when the master is unknown, after a failure on it, or once
  * sentinel_check_interval has passed.  False (recorded) when the settings
- * cannot work or no Sentinel named the master; the call then gets the
- * policy's answer.  A master inside its retry interval is left to
- * rl_node_ready, which answers false, so an outage costs the Sentinels
- * one question per retry_interval, not one per call.
+ * cannot work or would expose the Redis password (rl_sentinel_guard), or
+ * no Sentinel named the master; the call then gets the policy's answer.
+ * A master inside its retry interval is left to rl_node_ready, which
+ * answers false, so an outage costs the Sentinels one question per
+ * retry_interval, not one per call.
  */
 bool
 rl_sentinel_check(void)
@@ -271,6 +334,8 @@ rl_sentinel_check(void)
 							  "ratelimit.redis_socket is not used with Redis Sentinel, which names the master by host and port");
 		return false;
 	}
+	if (!rl_sentinel_guarded())
+		return false;
 	if (rl_node_resting(master))
 		return true;
 	now = GetCurrentTimestamp();

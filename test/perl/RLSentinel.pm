@@ -25,6 +25,11 @@
 # name the TLS ports, which sentinel_list gives.  The plaintext ports
 # stay, for the suite's own inspection (cli, cmdstat).
 #
+# lone_sentinel starts one more Sentinel that takes commands from anyone
+# (no requirepass), as an attacker might find one, and trap a fake master
+# that keeps every byte sent to it (025, 028: the Redis password must never
+# reach a master an open Sentinel was made to name).
+#
 # Every process is killed in an END block, also when the test dies.
 
 package RLSentinel;
@@ -33,6 +38,7 @@ use strict;
 use warnings;
 
 use File::Spec;
+use IO::Socket::INET;
 use IPC::Run;
 use PostgreSQL::Test::Utils;
 use Time::HiRes qw(time usleep);
@@ -300,12 +306,159 @@ sub restart_as_master
 	$n->start or die "redis-server on port " . $n->port . " did not restart";
 }
 
+# A lone Sentinel without a password, on the first free port from 16690
+# (under tls => {...} also on TLS port $opt{tls_port}), with the config
+# lines $opt{conf} (users, monitors).  Killed by kill_lone, or with the
+# topology.
+sub lone_sentinel
+{
+	my ($self, %opt) = @_;
+	my ($port) = grep { RLRedis::port_free($_) } 16690 .. 16699;
+	die 'no free port for a lone Sentinel in 16690-16699' unless defined $port;
+	my $dir = File::Spec->rel2abs(PostgreSQL::Test::Utils::tempdir);
+	my $s = bless {
+		name => "$self->{name}lone",
+		dir => $dir,
+		auth => [],
+		bind => '127.0.0.1',
+		wrap => [],
+		port => $port,
+	}, 'RLRedis';
+	my $conf = "$dir/sentinel.conf";
+	if ($self->{tls})
+	{
+		my %a = @{ $self->{tls}{args} };
+		my $t = join '', map { (my $k = $_) =~ s/^--//; "$k $a{$_}\n" } sort keys %a;
+		PostgreSQL::Test::Utils::append_to_file($conf,
+			"tls-port $opt{tls_port}\ntls-replication yes\n$t");
+	}
+	PostgreSQL::Test::Utils::append_to_file($conf,
+		"port $port\nbind 127.0.0.1\ndaemonize yes\n"
+		  . "pidfile $dir/sentinel.pid\nlogfile $dir/sentinel.log\ndir $dir\n"
+		  . ($opt{conf} // ''));
+	IPC::Run::run [ 'redis-server', $conf, '--sentinel' ],
+	  '>', \my $out, '2>', \my $err;
+	for (1 .. 100)
+	{
+		if (-s "$dir/sentinel.pid" && defined $s->cli('PING'))
+		{
+			open my $fh, '<', "$dir/sentinel.pid" or die;
+			chomp($s->{pid} = <$fh>);
+			close $fh;
+			last;
+		}
+		usleep(50_000);
+	}
+	die "lone Sentinel on port $port did not start: $err" unless $s->{pid};
+	push @{ $self->{lone} }, $s;
+	return $s;
+}
+
+sub kill_lone
+{
+	my ($self) = @_;
+	$_->kill9 for @{ $self->{lone} // [] };
+}
+
+# The fake master's code: listens on a free loopback port (written to
+# FILE.port), answers nothing, appends every byte of every connection to
+# FILE.
+my $trap_code = q{
+use strict;
+use IO::Select;
+use IO::Socket::INET;
+my ($file) = @ARGV;
+my $l = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0,
+	Listen => 64, ReuseAddr => 1) or die "listen: $!";
+open my $out, '>>', $file or die "$file: $!";
+binmode $out;
+$out->autoflush(1);
+open my $p, '>', "$file.port.tmp" or die;
+print $p $l->sockport, "\n";
+close $p;
+rename "$file.port.tmp", "$file.port" or die;
+my $sel = IO::Select->new($l);
+while (1)
+{
+	for my $h ($sel->can_read)
+	{
+		if ($h == $l)
+		{
+			my $c = $l->accept;
+			$sel->add($c) if $c;
+			next;
+		}
+		my $n = sysread($h, my $buf, 65536);
+		if ($n)
+		{
+			print $out $buf;
+			next;
+		}
+		$sel->remove($h);
+		close $h;
+	}
+}
+};
+
+# A fake master (see $trap_code): {port, file}.  trap_bytes reads what it
+# was sent, trap_stop ends it.
+sub trap
+{
+	my ($self) = @_;
+	my $dir = File::Spec->rel2abs(PostgreSQL::Test::Utils::tempdir);
+	my $file = "$dir/trap.bytes";
+	my ($o, $e) = ('', '');
+	my $run = IPC::Run::start [ 'perl', '-e', $trap_code, $file ],
+	  '<', \undef, '>', \$o, '2>', \$e;
+	for (1 .. 500)
+	{
+		last if -s "$file.port";
+		usleep(10_000);
+	}
+	open my $fh, '<', "$file.port" or die "the trap did not start: $e";
+	chomp(my $port = <$fh>);
+	close $fh;
+	my $trap = { port => $port, file => $file, run => $run, marks => 0 };
+	push @{ $self->{traps} }, $trap;
+	return $trap;
+}
+
+# Everything the trap was sent so far: a marker is sent last and waited
+# for, so what reached its socket before has been read.
+sub trap_bytes
+{
+	my ($self, $trap) = @_;
+	my $mark = 'TRAP-MARK-' . ++$trap->{marks} . "\n";
+	my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $trap->{port})
+	  or die "cannot reach the trap: $!";
+	print $c $mark;
+	close $c;
+	my $bytes = '';
+	for (1 .. 500)
+	{
+		$bytes = PostgreSQL::Test::Utils::slurp_file($trap->{file});
+		last if index($bytes, $mark) >= 0;
+		usleep(10_000);
+	}
+	die 'the trap did not report its marker' unless index($bytes, $mark) >= 0;
+	$bytes =~ s/TRAP-MARK-\d+\n//g;
+	return $bytes;
+}
+
+sub trap_stop
+{
+	my ($self, $trap) = @_;
+	$trap->{run}->kill_kill if $trap->{run};
+	delete $trap->{run};
+}
+
 END
 {
 	my $rc = $?;
 	for my $t (@topologies)
 	{
-		$_->kill9 for @{ $t->{sentinels} }, @{ $t->{data} };
+		$_->kill9 for @{ $t->{sentinels} }, @{ $t->{data} }, @{ $t->{lone} // [] };
+		$t->trap_stop($_) for @{ $t->{traps} // [] };
 	}
 	$? = $rc;
 }

@@ -12,6 +12,13 @@
 #   4. misconfigurations, each the policy plus a WARNING of its own:
 #      unknown master name, wrong and missing Sentinel password,
 #      unreachable Sentinels;
+#   4c. Sentinels anyone may command: one is made to name a fake master
+#      (SENTINEL MONITOR, no password needed), which must never be sent the
+#      Redis password: with no Sentinel password the settings are refused,
+#      naming them; a Sentinel that accepts our ACL user's password but
+#      also answers clients that have not authenticated is refused; one
+#      whose default user is off serves (TLS verification, the other way,
+#      is 028's);
 #   5. SENTINEL FAILOVER under load: calls move to the new master, and the
 #      old one, still a writable master for ~10 s, gets no write once the
 #      check interval has passed; what the fail-over lost is recorded;
@@ -169,8 +176,9 @@ misconfigured('wrong Sentinel password',
 	qr/WARNING:  ratelimit cannot use Redis server sentinel:mymaster: check ratelimit\.sentinel_password and ratelimit\.sentinel_username; calls are let through/,
 	qr/DETAIL:  misconfigured \(ratelimit\.sentinel_password and ratelimit\.sentinel_username\): Sentinel 127\.0\.0\.1:\d+: Redis refused the connection: WRONGPASS/,
 	qr/\|1\|1\|misconfigured \(ratelimit\.sentinel_password and ratelimit\.sentinel_username\)/);
+# (Without a Redis password too: with one, 4c's rule speaks first.)
 misconfigured('no Sentinel password',
-	"SET ratelimit.sentinel_password = ''",
+	"SET ratelimit.redis_password = '';\nSET ratelimit.sentinel_password = ''",
 	qr/WARNING:  ratelimit cannot use Redis server sentinel:mymaster: check ratelimit\.sentinel_password; calls are let through/,
 	qr/DETAIL:  misconfigured \(ratelimit\.sentinel_password\): Sentinel 127\.0\.0\.1:\d+: Redis refused the connection: NOAUTH/,
 	qr/\|1\|1\|misconfigured \(ratelimit\.sentinel_password\)/);
@@ -220,6 +228,78 @@ $mark = fault_mark();
 	unlike($printed, qr/Wrong-Sentinel-File-Pw-7070/, 'sentinel_password_file: its content in no message');
 }
 fault_done('Sentinel password from a file: served, wrong, readable by others', $mark);
+
+# 4c. Sentinels anyone may command.  A Sentinel without a password takes
+# SENTINEL MONITOR from anyone: an attacker makes it name a master of
+# theirs, here the trap (a listener that keeps every byte it is sent),
+# and a backend would open its connection there with AUTH and the Redis
+# password before ROLE could say anything.
+my $lpw = 'Lone-Acl-Pw-3c1d';
+# The fake master was sent neither the Redis password nor anything of a
+# backend's (its client name); what it got is shown, password masked.
+sub trapped
+{
+	my ($trap, $what) = @_;
+	my $got = $top->trap_bytes($trap);
+	ok(index($got, $pw) < 0, "$what: the fake master was never sent the Redis password");
+	ok($got !~ /pg:\d+:\d+/, "$what: no backend connected to the fake master");
+	(my $shown = $got) =~ s/\Q$pw\E/<the Redis password>/g;
+	diag("the fake master got:\n$shown") if index($got, $pw) >= 0 || $got =~ /pg:\d+:\d+/;
+}
+$mark = fault_mark();
+{
+	my $trap = $top->trap;
+	my $lone = $top->lone_sentinel(conf => "user rl on >$lpw +\@all\n");
+	my $lone_at = '127.0.0.1:' . $lone->port;
+	is($lone->cli('SENTINEL', 'MONITOR', 'mymaster', '127.0.0.1', $trap->{port}, 1), 'OK',
+		'open Sentinel: anyone can make it name a master of theirs');
+	{
+		local $s_first->{auth} = [];
+		like($s_first->cli('SENTINEL', 'MONITOR', 'evil', '127.0.0.1', $trap->{port}, 1) // '',
+			qr/NOAUTH/, 'a Sentinel with a password refuses SENTINEL MONITOR before AUTH');
+	}
+
+	# A Redis password, no Sentinel password, no TLS: refused, naming the
+	# settings, before any Sentinel is asked.
+	misconfigured('Redis password with Sentinels without one',
+		"SET ratelimit.redis_nodes = '$lone_at';\nSET ratelimit.sentinel_password = ''",
+		qr/WARNING:  ratelimit cannot use Redis server sentinel:mymaster: check ratelimit\.sentinel_password or ratelimit\.redis_tls_ca_file; calls are let through/,
+		qr/DETAIL:  misconfigured \(ratelimit\.sentinel_password or ratelimit\.redis_tls_ca_file\): the Redis password would go to whatever server a Sentinel names: set the Sentinels' password, or ratelimit\.redis_tls with redis_tls_ca_file or redis_tls_server_name/,
+		qr/\|1\|1\|misconfigured \(ratelimit\.sentinel_password or ratelimit\.redis_tls_ca_file\)/);
+	trapped($trap, 'no Sentinel password');
+
+	# Our ACL user's password is accepted, but the default user is open:
+	# the Sentinel answers a PING sent before AUTH, and is refused.
+	misconfigured('Sentinel open to anyone besides our ACL user',
+		"SET ratelimit.redis_nodes = '$lone_at';\nSET ratelimit.sentinel_username = 'rl';\n"
+		  . "SET ratelimit.sentinel_password = '$lpw'",
+		qr/WARNING:  ratelimit cannot use Redis server sentinel:mymaster: check the Sentinels' requirepass or ratelimit\.redis_tls_ca_file; calls are let through/,
+		qr/DETAIL:  misconfigured \(the Sentinels' requirepass or ratelimit\.redis_tls_ca_file\): Sentinel \Q$lone_at\E: it answers clients that have not authenticated/,
+		qr/\|1\|1\|misconfigured \(the Sentinels' requirepass or ratelimit\.redis_tls_ca_file\)/);
+	trapped($trap, 'open Sentinel with an ACL user');
+
+	# The same Sentinel closed (default user off), watching the real
+	# master under another name: it serves.
+	my $cur = $top->master(5);
+	my $cport = $cur->port;
+	is($lone->cli('SENTINEL', 'REMOVE', 'mymaster'), 'OK', 'closed Sentinel: the fake master forgotten');
+	is($lone->cli('SENTINEL', 'MONITOR', 'lone', '127.0.0.1', $cport, 1), 'OK',
+		'closed Sentinel: it watches the real master as "lone"');
+	is($lone->cli('SENTINEL', 'SET', 'lone', 'auth-pass', $pw), 'OK', 'closed Sentinel: with its password');
+	is($lone->cli('ACL', 'SETUSER', 'default', 'off'), 'OK', 'closed Sentinel: default user off');
+	$lone->set_auth('--user', 'rl', '--pass', $lpw);
+	($out, $err) = run_sql("SET ratelimit.redis_nodes = '$lone_at';\nSET ratelimit.sentinel_master = 'lone';\n"
+		  . "SET ratelimit.sentinel_username = 'rl';\nSET ratelimit.sentinel_password = '$lpw';\n"
+		  . sprintf($call, 'closed') . ";\n$status");
+	@lines = split /\n/, $out;
+	is($lines[0], 't|999999999', 'closed Sentinel: the call is answered by Redis');
+	like($lines[1] // '', qr/^sentinel:lone\@127\.0\.0\.1:$cport\|t\|0\|0\|$/,
+		'closed Sentinel: the master it names, no failure');
+	is($err, '', 'closed Sentinel: no WARNING');
+	$top->kill_lone;
+	$top->trap_stop($trap);
+}
+fault_done('Sentinels anyone may command: the Redis password withheld', $mark);
 
 # Background sessions that call rl_allow on one key for some seconds and
 # report "answered|policy".
@@ -367,7 +447,7 @@ my ($st) = run_sql('SELECT * FROM rl_status()');
 $printed .= $st;
 my $clients = join "\n", map { $_->cli('CLIENT', 'LIST') // '' } grep { $_->pid } $top->sentinels, $top->data;
 my $log = slurp_file($node->logfile);
-for my $secret ($pw, $spw, $wrong)
+for my $secret ($pw, $spw, $wrong, $lpw)
 {
 	unlike($printed, qr/\Q$secret\E/, 'no password in any output or rl_status');
 	unlike($clients, qr/\Q$secret\E/, 'no password in CLIENT LIST');

@@ -18,7 +18,12 @@
 #      they name; after SENTINEL FAILOVER the counts are exact on the new
 #      master; a Sentinel whose certificate does not verify gives a
 #      WARNING naming the Sentinel and the setting, an expired
-#      certificate on the master they name one naming the master.
+#      certificate on the master they name one naming the master;
+#      TLS verifying the master against our CA guards the Redis password
+#      where the Sentinels have none (a lone Sentinel anyone may command,
+#      made to name an attacker's TLS Redis, whose certificate another CA
+#      signed: never sent AUTH); TLS with the system's authorities and no
+#      server name does not, and is refused naming the settings.
 # The same ratelimit.redis_tls_* settings serve every node: the cluster's
 # masters, the Sentinels and the master they name.  The servers keep their
 # plaintext ports for this suite's own inspection only.  TLS ports
@@ -372,6 +377,64 @@ refused($snode, 'Sentinel, wrong server name', 'ssn',
 	'sentinel:mymaster',
 	'Sentinel 127\.0\.0\.1:\d+: TLS handshake failed: .*[Hh]ostname mismatch',
 	'ratelimit.redis_tls_server_name');
+
+# A Sentinel without a password (TLS port 17355) and an attacker's TLS
+# Redis (17356) with a certificate for its own address from another CA.
+{
+	my $mport = $top->known_port($m0->port);
+	my $lone = $top->lone_sentinel(tls_port => 17355,
+		conf => "sentinel monitor open 127.0.0.1 $mport 1\nsentinel auth-pass open $pw\n");
+	rl_tls_cert($dir, 'evil', 'other-ca', 2, $san);
+	my $evil = RLRedis->new(name => 'evil28', args => [ '--tls-port', 17356,
+		'--tls-cert-file', "$dir/evil.crt", '--tls-key-file', "$dir/evil.key",
+		'--tls-ca-cert-file', "$dir/other-ca.crt", '--tls-auth-clients', 'no' ]);
+	my $auths = sub { my $st = $evil->cmdstat('auth'); $st->{calls} + $st->{failed_calls} + $st->{rejected_calls} };
+	my @open = ("SET ratelimit.redis_nodes = '127.0.0.1:17355'",
+		"SET ratelimit.sentinel_master = 'open'", "SET ratelimit.sentinel_password = ''");
+
+	# Our CA verifies the master: no Sentinel password needed.
+	my $s = rl_session($snode);
+	run($s, $_) for @open;
+	my $before = scripts($m0);
+	my ($out, $err) = run($s, allow('open1', 100));
+	is($out, 't', 'TLS guard: a Sentinel without a password, the master verified by our CA: served');
+	is($err, '', 'TLS guard: no WARNING');
+	is(scripts($m0) - $before, 1, 'TLS guard: the master ran the call');
+	$s->quit;
+
+	# TLS with the system's authorities, checked against the address a
+	# Sentinel gave: anyone can have a certificate for their own address.
+	refused($snode, 'TLS without a CA file or server name', 'open2',
+		[ @open, "SET ratelimit.redis_tls_ca_file = ''" ],
+		'sentinel:open', 'the Redis password would go to whatever server a Sentinel names',
+		'ratelimit.sentinel_password or ratelimit.redis_tls_ca_file');
+	# A pinned server name is a guard too: the rule lets it through to the
+	# certificate check, which the system's authorities fail here.
+	refused($snode, 'TLS with a server name, no CA file', 'open3',
+		[ @open, "SET ratelimit.redis_tls_ca_file = ''", "SET ratelimit.redis_tls_server_name = 'localhost'" ],
+		'sentinel:open', 'Sentinel 127\.0\.0\.1:17355: TLS handshake failed: .*did not verify',
+		'ratelimit.redis_tls_ca_file');
+
+	# The attack: the Sentinel, no password needed, names the attacker's
+	# Redis.  Its certificate does not verify: it is never sent AUTH.
+	is($lone->cli('SENTINEL', 'REMOVE', 'open'), 'OK', 'attack: the open Sentinel forgets the master');
+	is($lone->cli('SENTINEL', 'MONITOR', 'open', '127.0.0.1', 17356, 1), 'OK',
+		'attack: and names the attacker\'s TLS Redis');
+	refused($snode, 'attacker\'s master, certificate of another CA', 'open4', [@open],
+		'(sentinel:open\@)?127\.0\.0\.1:17356', 'did not verify',
+		'ratelimit.redis_tls_ca_file');
+	is($auths->(), 0, 'attack: the attacker\'s Redis was never sent AUTH');
+	# The control: with the attacker's CA in the CA file too, it would be.
+	PostgreSQL::Test::Utils::append_to_file("$dir/both-ca.crt",
+		PostgreSQL::Test::Utils::slurp_file("$dir/$_.crt")) for qw(ca other-ca);
+	$s = rl_session($snode);
+	run($s, $_) for @open, "SET ratelimit.redis_tls_ca_file = '$dir/both-ca.crt'";
+	run($s, allow('open5', 100));
+	$s->quit;
+	ok($auths->() > 0, 'control: with its CA in redis_tls_ca_file, the attacker\'s Redis is sent AUTH');
+	$top->kill_lone;
+	$evil->kill9;
+}
 
 # SENTINEL FAILOVER: the calls move to the new master over TLS, and the
 # counts there are exact.
