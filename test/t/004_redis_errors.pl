@@ -5,7 +5,8 @@
 # WARNING, and the limiter recovers once they pass; misuse (WRONGTYPE,
 # NOPERM) is an ERROR 38000, never a fail-open, and a NOPERM names the
 # command the Redis user lacks.  Passwords never reach a
-# message, rl_status() or the server log.  A least-privilege ACL user
+# message, rl_status() or the server log, nor do the keys and passwords
+# Redis quotes in an error reply.  A least-privilege ACL user
 # works, and a promoted replica takes over when the endpoint is switched
 # with ALTER SYSTEM + pg_reload_conf().  A password from
 # ratelimit.redis_password_file authenticates an ACL user.
@@ -477,6 +478,48 @@ $mark = fault_mark();
 	$bare->kill9;
 }
 fault_done('INFO and CLIENT renamed away (rename-command)', $mark);
+
+# 9. A server that knows neither FCALL nor EVALSHA (renamed away) quotes
+# the first arguments of the command it refuses, a key among them, and a
+# trigger's key holds column values.  A writer that may not read the key
+# column finds the value neither in its messages, DEBUG5 included ("FCALL
+# refused", the ERROR's DETAIL), nor in the server log.
+$mark = fault_mark();
+{
+	my $bare = RLRedis->new(name => 'r004noscript',
+		args => [ '--rename-command', 'FCALL', '', '--rename-command', 'EVALSHA', '' ]);
+	my $hidden = 'c04-Hidden-Owner-3k';
+	my $port = $bare->port;
+	$node->safe_psql('postgres', qq{
+SET log_statement = 'none';
+CREATE ROLE regress_rl_004_writer LOGIN;
+ALTER ROLE regress_rl_004_writer SET log_min_messages = debug5;
+ALTER ROLE regress_rl_004_writer SET ratelimit.redis_port = $port;
+CREATE TABLE secrets (id int, owner text, n int);
+INSERT INTO secrets VALUES (1, '$hidden', 0);
+CREATE TRIGGER t BEFORE UPDATE ON secrets
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle('owner', 'fixed_window', '5', '1 hour');
+GRANT SELECT (id, n), UPDATE (n) ON secrets TO regress_rl_004_writer;});
+	my $log0 = -s $node->logfile;
+	my ($r, $out, $err) = $node->psql('postgres', q{
+\set VERBOSITY verbose
+SET client_min_messages = debug5;
+UPDATE secrets SET n = n + 1 WHERE id = 1;
+UPDATE secrets SET n = n + 1 WHERE id = 1;},
+		extra_params => [ '-U', 'regress_rl_004_writer' ]);
+	my $log = slurp_file($node->logfile, $log0);
+	like($err, qr/DEBUG:  00000: ratelimit: FCALL refused, EVALSHA from now on: ERR unknown command 'FCALL'/,
+		'FCALL and EVALSHA renamed away: FCALL refused (DEBUG1), the first update runs by EVAL');
+	like($err, qr/ERROR:  38000: Redis rejected a rate limiter command\nDETAIL:  ERR unknown command 'EVALSHA'/,
+		'FCALL and EVALSHA renamed away: the second update\'s EVALSHA is an ERROR naming the command');
+	unlike($err, qr/\Q$hidden\E/, 'FCALL and EVALSHA renamed away: no message to the writer shows the key column\'s value');
+	unlike($log, qr/\Q$hidden\E/, 'FCALL and EVALSHA renamed away: the server log does not show it either');
+	$node->safe_psql('postgres', q{
+DROP TABLE secrets;
+DROP ROLE regress_rl_004_writer;});
+	$bare->kill9;
+}
+fault_done('FCALL and EVALSHA renamed away (replies that quote a key)', $mark);
 
 $s->quit;
 $node->stop;
