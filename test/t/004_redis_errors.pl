@@ -521,6 +521,50 @@ DROP ROLE regress_rl_004_writer;});
 }
 fault_done('FCALL and EVALSHA renamed away (replies that quote a key)', $mark);
 
+# 10. Of a reply to AUTH only the error code is kept: Redis may quote the
+# password in the rest.  A server with AUTH renamed away answers "ERR
+# unknown command 'AUTH', with args beginning with: '<user>' '<password>'"
+# (and the same without a user); the password shows neither in the
+# WARNING, rl_status().last_error nor the server log.
+$mark = fault_mark();
+{
+	my $noauth = RLRedis->new(name => 'r004noauth',
+		args => [ '--rename-command', 'AUTH', '' ]);
+	my $quoted = 'Quoted-Secret-88w';
+	my $log0 = -s $node->logfile;
+	my $a = rl_session($node);
+	rl_run($a, "SET log_statement = 'none'");
+	rl_run($a, 'SET ratelimit.redis_port = ' . $noauth->port);
+	rl_run($a, "SET ratelimit.redis_username = 'rl_quoted'");
+	rl_run($a, "SET ratelimit.redis_password = '$quoted'");
+	my ($out, $err) = rl_run($a, call_sql('quoted'));
+	is($out, 't||0', 'AUTH unknown to the server: fail-open answer');
+	like($err, qr/WARNING:  08006: Redis server \S+ is unavailable; calls are let through .*\nDETAIL:  Redis refused the connection: ERR\n/,
+		'AUTH unknown to the server: the WARNING gives the error code of the reply to AUTH');
+	my $st = rl_status_of($a);
+	is($st->{last_error}, 'Redis refused the connection: ERR',
+		'AUTH unknown to the server: so does rl_status().last_error');
+	my @seen = ($err, $st->{last_error});
+
+	# AUTH with the password alone; the failed link rests retry_interval.
+	rl_run($a, 'RESET ratelimit.redis_username');
+	usleep(300_000);
+	($out, $err) = rl_run($a, call_sql('quoted'));
+	is($out, 't||0', 'AUTH unknown to the server, no user: fail-open answer');
+	$st = rl_status_of($a);
+	is($st->{last_error}, 'Redis refused the connection: ERR',
+		'AUTH unknown to the server, no user: last_error is the error code');
+	push @seen, $err, $st->{last_error};
+	$a->quit;
+	my $log = slurp_file($node->logfile, $log0);
+	like($log, qr/Redis refused the connection: ERR/, 'AUTH unknown to the server: the server log has the WARNING');
+	push @seen, $log;
+	is(scalar(grep { /\Q$quoted\E/ } @seen), 0,
+		'AUTH unknown to the server: the password shows in no message, last_error or log line');
+	$noauth->kill9;
+}
+fault_done('AUTH renamed away (a reply that quotes the password)', $mark);
+
 $s->quit;
 $node->stop;
 done_testing();
