@@ -204,6 +204,15 @@ FROM PUBLIC;
 -- records the grant as the function's initial privilege (pg_init_privs),
 -- which pg_dump would then leave out of a dump; the initial privileges
 -- are set back to the ones this script gave, as a fresh install has them.
+--
+-- The update runs as a superuser with search_path set to the extension's
+-- schema, then pg_temp; pg_catalog, left out, is searched first.  A
+-- function or operator in that schema that matches a call better than
+-- pg_catalog's (quote_ident(name) for quote_ident(pg_get_userbyid(...)),
+-- an =(oid, integer)) would still be chosen, and run as the superuser:
+-- whoever may create objects there (PUBLIC may, in schema public, on a
+-- cluster upgraded from PostgreSQL 14 or older) could plant one.  So
+-- every function, operator and catalog below is named with its schema.
 DO $$
 DECLARE
 	pair record;
@@ -226,25 +235,28 @@ BEGIN
 			('rl_status_before_counters()', 'rl_status()')
 		) AS v(old, new)
 	LOOP
-		SELECT initprivs INTO init FROM pg_init_privs
-		WHERE objoid = pair.new AND classoid = 'pg_proc'::regclass
-			AND objsubid = 0;
+		SELECT initprivs INTO init FROM pg_catalog.pg_init_privs
+		WHERE objoid OPERATOR(pg_catalog.=) pair.new
+			AND classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::regclass
+			AND objsubid OPERATOR(pg_catalog.=) 0;
 		FOR item IN
 			SELECT a.grantee, a.is_grantable
-			FROM pg_proc p, aclexplode(p.proacl) a
-			WHERE p.oid = pair.old AND a.privilege_type = 'EXECUTE'
-				AND a.grantee <> p.proowner
+			FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+			WHERE p.oid OPERATOR(pg_catalog.=) pair.old
+				AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+				AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
 		LOOP
-			EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
+			EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
 						   pair.new::regprocedure,
-						   CASE WHEN item.grantee = 0 THEN 'PUBLIC'
-						   ELSE quote_ident(pg_get_userbyid(item.grantee)) END,
+						   CASE WHEN item.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+						   ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(item.grantee)) END,
 						   CASE WHEN item.is_grantable
 						   THEN ' WITH GRANT OPTION' ELSE '' END);
 		END LOOP;
-		UPDATE pg_init_privs SET initprivs = init
-		WHERE objoid = pair.new AND classoid = 'pg_proc'::regclass
-			AND objsubid = 0;
+		UPDATE pg_catalog.pg_init_privs SET initprivs = init
+		WHERE objoid OPERATOR(pg_catalog.=) pair.new
+			AND classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::regclass
+			AND objsubid OPERATOR(pg_catalog.=) 0;
 	END LOOP;
 END
 $$;

@@ -24,7 +24,8 @@ REVOKE EXECUTE ON FUNCTION rl_reset(text, text, bigint, interval, bigint) FROM P
 
 -- The old function's grants, copied; the initial privileges are set back
 -- to the ones this script gave, as a fresh install has them (see the
--- 0.2.0 to 0.3.0 script).
+-- 0.2.0 to 0.3.0 script, also for why every function, operator and
+-- catalog is named with its schema).
 DO $$
 DECLARE
 	old oid := 'rl_reset_before_parameters(text, text)'::regprocedure;
@@ -32,23 +33,28 @@ DECLARE
 	item record;
 	init aclitem[];
 BEGIN
-	SELECT initprivs INTO init FROM pg_init_privs
-	WHERE objoid = new AND classoid = 'pg_proc'::regclass AND objsubid = 0;
+	SELECT initprivs INTO init FROM pg_catalog.pg_init_privs
+	WHERE objoid OPERATOR(pg_catalog.=) new
+		AND classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::regclass
+		AND objsubid OPERATOR(pg_catalog.=) 0;
 	FOR item IN
 		SELECT a.grantee, a.is_grantable
-		FROM pg_proc p, aclexplode(p.proacl) a
-		WHERE p.oid = old AND a.privilege_type = 'EXECUTE'
-			AND a.grantee <> p.proowner
+		FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+		WHERE p.oid OPERATOR(pg_catalog.=) old
+			AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+			AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
 	LOOP
-		EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
 					   new::regprocedure,
-					   CASE WHEN item.grantee = 0 THEN 'PUBLIC'
-					   ELSE quote_ident(pg_get_userbyid(item.grantee)) END,
+					   CASE WHEN item.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+					   ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(item.grantee)) END,
 					   CASE WHEN item.is_grantable
 					   THEN ' WITH GRANT OPTION' ELSE '' END);
 	END LOOP;
-	UPDATE pg_init_privs SET initprivs = init
-	WHERE objoid = new AND classoid = 'pg_proc'::regclass AND objsubid = 0;
+	UPDATE pg_catalog.pg_init_privs SET initprivs = init
+	WHERE objoid OPERATOR(pg_catalog.=) new
+		AND classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::regclass
+		AND objsubid OPERATOR(pg_catalog.=) 0;
 END
 $$;
 

@@ -374,6 +374,23 @@ rl_conn_misconfigured(const char *setting, const char *fmt,...)
 }
 
 /*
+ * Copies into buf what a message may show of Redis's error reply: all but
+ * the arguments Redis quotes of a command it does not know ("ERR unknown
+ * command 'EVALSHA', with args beginning with: '<sha1>' '1' 'rl:{...}'"),
+ * which are a limiter's key (a trigger's holds column values the role
+ * may not read) or a password.  What is left names the command.
+ */
+void
+rl_reply_text(const char *reply, char *buf, size_t len)
+{
+	const char *args = strstr(reply, ", with args beginning with");
+
+	if (args != NULL && (size_t) (args - reply) < len)
+		len = args - reply + 1;
+	strlcpy(buf, reply, len);
+}
+
+/*
  * The setting a refusal from Redis points at, or NULL when it is Redis's
  * state rather than ours (LOADING, max clients ...).
  */

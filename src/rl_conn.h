@@ -78,6 +78,7 @@ extern void rl_conn_failure(bool keep, const char *fmt,...) pg_attribute_printf(
 extern void rl_conn_slot_failure(const char *fmt,...) pg_attribute_printf(1, 2);
 extern void rl_conn_misconfigured(const char *setting, const char *fmt,...) pg_attribute_printf(2, 3);
 extern const char *rl_reply_setting(const char *reply);
+extern void rl_reply_text(const char *reply, char *buf, size_t len);
 extern void rl_conn_succeeded(void);
 extern TimestampTz rl_conn_current_retry_at(void);
 extern void rl_free_replies(redisReply **replies, int n);

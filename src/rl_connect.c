@@ -527,14 +527,22 @@ rl_node_connect(RlNode *node)
 		{
 			/*
 			 * A wrong password or database is ours to fix; max clients,
-			 * LOADING ... are the server's state.
+			 * LOADING ... are the server's state.  Of a reply to AUTH only
+			 * the error code (WRONGPASS, NOAUTH, ERR ...) is kept: Redis
+			 * may quote the password in the rest (a server that has AUTH
+			 * renamed away answers "ERR unknown command 'AUTH', with args
+			 * beginning with: '<user>' '<password>'").
 			 */
 			char		msg[200];
 			const char *setting;
 
-			strlcpy(msg, replies[i]->str, sizeof(msg));
+			setting = rl_reply_setting(replies[i]->str);
+			if (strcmp(argv[i][0], "AUTH") == 0)
+				strlcpy(msg, replies[i]->str,
+						Min(sizeof(msg), strcspn(replies[i]->str, " ") + 1));
+			else
+				rl_reply_text(replies[i]->str, msg, sizeof(msg));
 			rl_free_replies(replies, n);
-			setting = rl_reply_setting(msg);
 			if (setting != NULL)
 				rl_conn_misconfigured(setting, "Redis refused the connection: %s", msg);
 			else

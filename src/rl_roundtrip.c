@@ -169,13 +169,17 @@ static void
 rl_link_broken(RlNode *node, redisReply **replies, int got, const char *what)
 {
 	const char *said = rl_first_error(replies, got);
+	char		text[200];
 
 	if (rl_refused_elements > 0)
 		rl_conn_failure(false, "Redis sent an array of %d elements, more than any reply to the extension's commands has",
 						rl_refused_elements);
 	else if (said != NULL)
+	{
+		rl_reply_text(said, text, sizeof(text));
 		rl_conn_failure(false, "Redis closed the connection after replying: %s",
-						said);
+						text);
+	}
 	else
 		rl_link_failed(node, what);
 }

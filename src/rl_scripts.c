@@ -331,14 +331,17 @@ rl_refuse_functions(RlNode *node)
 static void
 rl_library_loaded(RlNode *node, redisReply *r, char *unavailable, size_t len)
 {
+	char		text[512];
+
 	unavailable[0] = '\0';
 	if (r == NULL || r->type != REDIS_REPLY_ERROR)
 		return;
 	if (strstr(r->str, "already exists") != NULL)
 		return;
+	rl_reply_text(r->str, text, sizeof(text));
 	if (rl_reply_unavailable(r))
 	{
-		strlcpy(unavailable, r->str, len);
+		strlcpy(unavailable, text, len);
 		rl_node_scripts(node)->needs_library = true;
 		return;
 	}
@@ -346,7 +349,7 @@ rl_library_loaded(RlNode *node, redisReply *r, char *unavailable, size_t len)
 		strncmp(r->str, "ERR unknown command", 19) == 0)
 	{
 		elog(DEBUG1, "ratelimit: FUNCTION LOAD refused, EVALSHA from now on: %s",
-			 r->str);
+			 text);
 		rl_refuse_functions(node);
 		return;
 	}
@@ -354,7 +357,7 @@ rl_library_loaded(RlNode *node, redisReply *r, char *unavailable, size_t len)
 			(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 			 errmsg("Redis server %s:%d did not load the rate limiter's function library",
 					rl_node_host(node), rl_node_port(node)),
-			 errdetail("Redis answered: %s", r->str),
+			 errdetail("Redis answered: %s", text),
 			 errhint("Checks on this server use EVALSHA until the settings change.")));
 	rl_refuse_functions(node);
 }
@@ -387,12 +390,18 @@ rl_reply_missing(redisReply *r, const RlCommand *cmd,
 		lost->needs_library = true;
 		return true;
 	}
-	/* Redis 6 quotes an unknown command `FCALL`, 7 'FCALL'. */
+	/*
+	 * Redis 6 quotes an unknown command `FCALL`, 7 'FCALL', and then its
+	 * first arguments, a key among them: those are not shown.
+	 */
 	if ((strncmp(r->str, "NOPERM", 6) == 0 && strstr(r->str, "'fcall'") != NULL) ||
 		strncmp(r->str, "ERR unknown command", 19) == 0)
 	{
+		char		text[512];
+
+		rl_reply_text(r->str, text, sizeof(text));
 		elog(DEBUG1, "ratelimit: FCALL refused, EVALSHA from now on: %s",
-			 r->str);
+			 text);
 		rl_refuse_functions(node);
 		return true;
 	}
@@ -432,8 +441,9 @@ rl_record_replies(const char *unavailable, const char *setting,
  * concerns those keys only.  refused, when not empty, is an unavailable
  * reply met on the way (a FUNCTION LOAD Redis could not do): recorded
  * with the replies' own, so that one round trip counts one failure.
- * Misuse raises an ERROR, after freeing every reply.  Returns the number
- * of replies left.
+ * Misuse raises an ERROR, after freeing every reply.  A reply's text is
+ * kept without the arguments Redis may quote (rl_reply_text).  Returns
+ * the number of replies left.
  */
 static int
 rl_check_replies(redisReply **replies, int n, const RlScriptCall *calls,
@@ -462,7 +472,7 @@ rl_check_replies(redisReply **replies, int n, const RlScriptCall *calls,
 			left++;
 			continue;
 		}
-		strlcpy(msg, replies[i]->str, sizeof(msg));
+		rl_reply_text(replies[i]->str, msg, sizeof(msg));
 		if (rl_reply_unavailable(replies[i]))
 		{
 			node_wide |= strncmp(msg, "TRYAGAIN", 8) != 0;
@@ -742,9 +752,15 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 				if (target[i] == NULL)
 					pending[i] = false;
 				else if (hops[i] == 0)
-					elog(DEBUG1, "ratelimit: key \"%s\" in hash slot %d goes to %s:%d",
-						 cmds[i].argv[keyarg], slot[i],
-						 rl_node_host(target[i]), rl_node_port(target[i]));
+				{
+					/*
+					 * The slot, not the key: a trigger's key holds column
+					 * values its role may not be allowed to read.
+					 */
+					elog(DEBUG1, "ratelimit: hash slot %d goes to %s:%d",
+						 slot[i], rl_node_host(target[i]),
+						 rl_node_port(target[i]));
+				}
 			}
 
 			/*

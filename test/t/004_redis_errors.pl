@@ -5,7 +5,8 @@
 # WARNING, and the limiter recovers once they pass; misuse (WRONGTYPE,
 # NOPERM) is an ERROR 38000, never a fail-open, and a NOPERM names the
 # command the Redis user lacks.  Passwords never reach a
-# message, rl_status() or the server log.  A least-privilege ACL user
+# message, rl_status() or the server log, nor do the keys and passwords
+# Redis quotes in an error reply.  A least-privilege ACL user
 # works, and a promoted replica takes over when the endpoint is switched
 # with ALTER SYSTEM + pg_reload_conf().  A password from
 # ratelimit.redis_password_file authenticates an ACL user.
@@ -477,6 +478,92 @@ $mark = fault_mark();
 	$bare->kill9;
 }
 fault_done('INFO and CLIENT renamed away (rename-command)', $mark);
+
+# 9. A server that knows neither FCALL nor EVALSHA (renamed away) quotes
+# the first arguments of the command it refuses, a key among them, and a
+# trigger's key holds column values.  A writer that may not read the key
+# column finds the value neither in its messages, DEBUG5 included ("FCALL
+# refused", the ERROR's DETAIL), nor in the server log.
+$mark = fault_mark();
+{
+	my $bare = RLRedis->new(name => 'r004noscript',
+		args => [ '--rename-command', 'FCALL', '', '--rename-command', 'EVALSHA', '' ]);
+	my $hidden = 'c04-Hidden-Owner-3k';
+	my $port = $bare->port;
+	$node->safe_psql('postgres', qq{
+SET log_statement = 'none';
+CREATE ROLE regress_rl_004_writer LOGIN;
+ALTER ROLE regress_rl_004_writer SET log_min_messages = debug5;
+ALTER ROLE regress_rl_004_writer SET ratelimit.redis_port = $port;
+CREATE TABLE secrets (id int, owner text, n int);
+INSERT INTO secrets VALUES (1, '$hidden', 0);
+CREATE TRIGGER t BEFORE UPDATE ON secrets
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle('owner', 'fixed_window', '5', '1 hour');
+GRANT SELECT (id, n), UPDATE (n) ON secrets TO regress_rl_004_writer;});
+	my $log0 = -s $node->logfile;
+	my ($r, $out, $err) = $node->psql('postgres', q{
+\set VERBOSITY verbose
+SET client_min_messages = debug5;
+UPDATE secrets SET n = n + 1 WHERE id = 1;
+UPDATE secrets SET n = n + 1 WHERE id = 1;},
+		extra_params => [ '-U', 'regress_rl_004_writer' ]);
+	my $log = slurp_file($node->logfile, $log0);
+	like($err, qr/DEBUG:  00000: ratelimit: FCALL refused, EVALSHA from now on: ERR unknown command 'FCALL'/,
+		'FCALL and EVALSHA renamed away: FCALL refused (DEBUG1), the first update runs by EVAL');
+	like($err, qr/ERROR:  38000: Redis rejected a rate limiter command\nDETAIL:  ERR unknown command 'EVALSHA'/,
+		'FCALL and EVALSHA renamed away: the second update\'s EVALSHA is an ERROR naming the command');
+	unlike($err, qr/\Q$hidden\E/, 'FCALL and EVALSHA renamed away: no message to the writer shows the key column\'s value');
+	unlike($log, qr/\Q$hidden\E/, 'FCALL and EVALSHA renamed away: the server log does not show it either');
+	$node->safe_psql('postgres', q{
+DROP TABLE secrets;
+DROP ROLE regress_rl_004_writer;});
+	$bare->kill9;
+}
+fault_done('FCALL and EVALSHA renamed away (replies that quote a key)', $mark);
+
+# 10. Of a reply to AUTH only the error code is kept: Redis may quote the
+# password in the rest.  A server with AUTH renamed away answers "ERR
+# unknown command 'AUTH', with args beginning with: '<user>' '<password>'"
+# (and the same without a user); the password shows neither in the
+# WARNING, rl_status().last_error nor the server log.
+$mark = fault_mark();
+{
+	my $noauth = RLRedis->new(name => 'r004noauth',
+		args => [ '--rename-command', 'AUTH', '' ]);
+	my $quoted = 'Quoted-Secret-88w';
+	my $log0 = -s $node->logfile;
+	my $a = rl_session($node);
+	rl_run($a, "SET log_statement = 'none'");
+	rl_run($a, 'SET ratelimit.redis_port = ' . $noauth->port);
+	rl_run($a, "SET ratelimit.redis_username = 'rl_quoted'");
+	rl_run($a, "SET ratelimit.redis_password = '$quoted'");
+	my ($out, $err) = rl_run($a, call_sql('quoted'));
+	is($out, 't||0', 'AUTH unknown to the server: fail-open answer');
+	like($err, qr/WARNING:  08006: Redis server \S+ is unavailable; calls are let through .*\nDETAIL:  Redis refused the connection: ERR\n/,
+		'AUTH unknown to the server: the WARNING gives the error code of the reply to AUTH');
+	my $st = rl_status_of($a);
+	is($st->{last_error}, 'Redis refused the connection: ERR',
+		'AUTH unknown to the server: so does rl_status().last_error');
+	my @seen = ($err, $st->{last_error});
+
+	# AUTH with the password alone; the failed link rests retry_interval.
+	rl_run($a, 'RESET ratelimit.redis_username');
+	usleep(300_000);
+	($out, $err) = rl_run($a, call_sql('quoted'));
+	is($out, 't||0', 'AUTH unknown to the server, no user: fail-open answer');
+	$st = rl_status_of($a);
+	is($st->{last_error}, 'Redis refused the connection: ERR',
+		'AUTH unknown to the server, no user: last_error is the error code');
+	push @seen, $err, $st->{last_error};
+	$a->quit;
+	my $log = slurp_file($node->logfile, $log0);
+	like($log, qr/Redis refused the connection: ERR/, 'AUTH unknown to the server: the server log has the WARNING');
+	push @seen, $log;
+	is(scalar(grep { /\Q$quoted\E/ } @seen), 0,
+		'AUTH unknown to the server: the password shows in no message, last_error or log line');
+	$noauth->kill9;
+}
+fault_done('AUTH renamed away (a reply that quotes the password)', $mark);
 
 $s->quit;
 $node->stop;

@@ -178,6 +178,99 @@ like($node->safe_psql_dump('grants'),
 $node->safe_psql('postgres', 'DROP DATABASE grants');
 $node->safe_psql('postgres', 'DROP ROLE regress_rl_monitor');
 
+# An update runs as the superuser who runs it, with search_path set to the
+# extension's schema and pg_temp; pg_catalog, left out, is searched first,
+# so a function of the same signature in the schema never wins, but one
+# that matches a call better does.  A role that may create objects in
+# public (PUBLIC may, on a cluster upgraded from PostgreSQL 14) plants
+# such ones for the calls the update scripts make: quote_ident(name) for
+# quote_ident(pg_get_userbyid(...)), format(text, regprocedure, text,
+# text) for the GRANT they build, =(oid, integer) for "grantee = 0" and
+# =(oid, regclass) for "classoid = 'pg_proc'::regclass"; and, for
+# completeness, pg_get_userbyid(oid) and aclexplode(aclitem[]), which
+# lose to pg_catalog's.  Each would note itself in a table and make the
+# role a superuser.  The updates from 0.2.0 name every function, operator
+# and catalog with its schema: none of them runs, and the grants are
+# copied all the same.
+$node->safe_psql('postgres', 'CREATE ROLE regress_rl_009_planter LOGIN');
+$node->safe_psql('postgres', 'CREATE DATABASE planted');
+$node->safe_psql('planted', "CREATE EXTENSION ratelimit VERSION '0.2.0'");
+$node->safe_psql('planted', $grants{old});
+$node->safe_psql('planted', $grants{reset_old});
+$node->safe_psql('planted', 'GRANT CREATE ON SCHEMA public TO regress_rl_009_planter');
+$node->safe_psql('planted', q{
+SET ROLE regress_rl_009_planter;
+CREATE TABLE planted_ran (what text, by_user name);
+CREATE FUNCTION planted_note(what text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO public.planted_ran VALUES (what, current_user);
+	IF (SELECT rolsuper FROM pg_catalog.pg_roles
+		WHERE rolname OPERATOR(pg_catalog.=) current_user) THEN
+		ALTER ROLE regress_rl_009_planter SUPERUSER;
+	END IF;
+END $$;
+CREATE FUNCTION quote_ident(name) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted_note('quote_ident(name)');
+	RETURN pg_catalog.quote_ident($1::text);
+END $$;
+CREATE FUNCTION format(text, regprocedure, text, text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted_note('format(text, regprocedure, text, text)');
+	RETURN pg_catalog.format($1, $2, $3, $4);
+END $$;
+CREATE FUNCTION pg_get_userbyid(oid) RETURNS name LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted_note('pg_get_userbyid(oid)');
+	RETURN pg_catalog.pg_get_userbyid($1);
+END $$;
+CREATE FUNCTION aclexplode(aclitem[], OUT grantor oid, OUT grantee oid,
+	OUT privilege_type text, OUT is_grantable boolean)
+RETURNS SETOF record LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted_note('aclexplode(aclitem[])');
+	RETURN QUERY SELECT * FROM pg_catalog.aclexplode($1);
+END $$;
+CREATE FUNCTION planted_oid_int(oid, integer) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted_note('=(oid, integer)');
+	RETURN $1 OPERATOR(pg_catalog.=) $2::oid;
+END $$;
+CREATE OPERATOR = (LEFTARG = oid, RIGHTARG = integer, FUNCTION = planted_oid_int);
+CREATE FUNCTION planted_oid_class(oid, regclass) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.planted_note('=(oid, regclass)');
+	RETURN $1 OPERATOR(pg_catalog.=) $2::oid;
+END $$;
+CREATE OPERATOR = (LEFTARG = oid, RIGHTARG = regclass, FUNCTION = planted_oid_class);
+});
+# The plants work: called by the planter they note themselves (and stay
+# harmless, since the planter is no superuser).
+is($node->safe_psql('planted', q{
+SET ROLE regress_rl_009_planter;
+SELECT quote_ident('x'::name), 1::oid = 1, 'pg_class'::regclass::oid = 'pg_class'::regclass;
+SELECT count(*) FROM planted_ran;
+TRUNCATE planted_ran;}),
+	"x|t|t\n3", 'planted: the planter\'s functions and operators are chosen where they match better');
+$node->safe_psql('planted', 'ALTER EXTENSION ratelimit UPDATE');
+is($node->safe_psql('planted',
+		"SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'"),
+	$current, "planted: 0.2.0 updated to $current");
+is($node->safe_psql('planted',
+		"SELECT coalesce(string_agg(DISTINCT what || ' as ' || by_user, ', '), 'none') FROM planted_ran"),
+	'none', 'planted: no planted function or operator ran during the update');
+is($node->safe_psql('planted',
+		"SELECT rolsuper FROM pg_roles WHERE rolname = 'regress_rl_009_planter'"),
+	'f', 'planted: the planter is not a superuser');
+is($node->safe_psql('planted',
+		"SELECT has_function_privilege('regress_rl_009_app',
+			'rl_allow(text, text, bigint, interval, bigint, bigint)', 'EXECUTE'),
+			has_function_privilege('regress_rl_009_app',
+			'rl_reset(text, text, bigint, interval, bigint)', 'EXECUTE')"),
+	't|t', 'planted: the update copied the grants all the same');
+$node->safe_psql('postgres', 'DROP DATABASE planted');
+$node->safe_psql('postgres', 'DROP ROLE regress_rl_009_planter');
+
 done_testing();
 
 # pg_dump of one database as text, without the lines that differ between

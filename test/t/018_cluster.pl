@@ -14,11 +14,15 @@
 #   5. a CLUSTER FAILOVER under load: no call double-counted, none lost;
 #   6. a killed master: its keys get the policy's answer, the other
 #      masters' keys are still Redis's, and its keys are served again once
-#      the replica took over.
+#      the replica took over;
+#   7. key privacy: a role that may update a row but not read its key
+#      column finds the column's value in no message (DEBUG5 included) and
+#      not in the server log.
 # The statement trigger over many slots, the redirect counters, reshard
 # and fault records are in 021_cluster_faults.pl.
 # Calls are observed through DEBUG1 messages the cluster path logs (the
-# slot and node of each key, each MOVED and ASK) and through the nodes.
+# slot and node of each call, never its key; each MOVED and ASK) and
+# through the nodes.
 
 use strict;
 use warnings;
@@ -93,28 +97,31 @@ my ($out, @debug) = psql_debug(
 	"SELECT count(*) FROM (VALUES $values) v(k), "
 	  . "rl_allow(k, 'fixed_window', 5, '1 day') r WHERE r.remaining = 4");
 is($out, scalar @keys, 'routing: every random key answered by Redis (remaining 4)');
-my (%routed, $moved);
+# The lines name the slot and node, not the key: the calls' (slot, node)
+# pairs, as a sorted list, must be the keys' (CLUSTER KEYSLOT, its master).
+my (@routed, $moved);
 for (@debug)
 {
-	$routed{$1} = [ $2, $3 ] if /key "(.*)" in hash slot (\d+) goes to [\d.]+:(\d+)$/;
+	push @routed, "$1:$2" if /hash slot (\d+) goes to [\d.]+:(\d+)$/;
 	$moved++ if /MOVED|ASK/;
 }
-is(scalar keys %routed, scalar @keys, 'routing: one routing line per key');
-my ($wrong_slot, $wrong_node, $missing) = (0, 0, 0);
+is(scalar @routed, scalar @keys, 'routing: one routing line per key');
+my ($missing, @want_slots, @want_routes) = (0);
 my %per_master;
 for my $k (@keys)
 {
 	my $rk = redis_key($k, 'fixed_window', 5);
-	my $r = $routed{$rk} or do { $missing++; next };
 	my $slot = $rc->keyslot($rk);
-	$wrong_slot++ if $slot != $r->[0];
 	my $m = $rc->master_of_slot($slot);
-	$wrong_node++ if $m->port != $r->[1];
+	push @want_slots, $slot;
+	push @want_routes, "$slot:" . $m->port;
 	$missing++ unless $m->cmd('EXISTS', $rk);
 	$per_master{ $m->port }++;
 }
-is($wrong_slot, 0, 'routing: our slot equals CLUSTER KEYSLOT for every key');
-is($wrong_node, 0, 'routing: every key was sent to the master that serves its slot');
+is(join(',', sort map { (split /:/)[0] } @routed), join(',', sort @want_slots),
+	'routing: our slots equal CLUSTER KEYSLOT of the keys');
+is(join(',', sort @routed), join(',', sort @want_routes),
+	'routing: every key was sent to the master that serves its slot');
 is($missing, 0, 'routing: every key is stored on that master');
 is($moved // 0, 0, 'routing: no MOVED or ASK was needed with a fresh map');
 is(scalar keys %per_master, 3, 'routing: the keys spread over all three masters');
@@ -287,6 +294,45 @@ my ($gr, $go, $ge) = $node->psql('postgres', q{
 SELECT rl_postgrest_guard('fixed_window', 1, '1 day', 'c18:guard');
 SELECT rl_postgrest_guard('fixed_window', 1, '1 day', 'c18:guard');});
 like($ge, qr/ERROR:\s+(PT429|PGRST)/, 'postgrest guard: the second call is refused by Redis\'s count');
+
+# 7. Key privacy.  A trigger's key holds the key columns' values; a role
+# that may update a row but not read its key column must find the value
+# in no message, DEBUG5 included, nor in the server log (its sessions log
+# at DEBUG5 too): the routing lines name the hash slot, a denial "the
+# row's key".
+{
+	my $hidden = 'c18-Hidden-Owner-7q';
+	my $hrk = "rl:{$dboid:public.secrets:owner='$hidden'}:fixed_window:1:86400000ms";
+	$node->safe_psql('postgres', qq{
+SET log_statement = 'none';
+CREATE ROLE regress_rl_018_writer LOGIN;
+ALTER ROLE regress_rl_018_writer SET log_min_messages = debug5;
+CREATE TABLE secrets (id int, owner text, n int);
+INSERT INTO secrets VALUES (1, '$hidden', 0);
+CREATE TRIGGER t BEFORE UPDATE ON secrets
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle('owner', 'fixed_window', '1', '1 day');
+GRANT SELECT (id, n), UPDATE (n) ON secrets TO regress_rl_018_writer;});
+	my $log0 = -s $node->logfile;
+	my ($hr, $ho, $he) = $node->psql('postgres', q{
+\set VERBOSITY verbose
+SET client_min_messages = debug5;
+UPDATE secrets SET n = n + 1 WHERE id = 1;
+UPDATE secrets SET n = n + 1 WHERE id = 1;},
+		extra_params => [ '-U', 'regress_rl_018_writer' ]);
+	my $hlog = slurp_file($node->logfile, $log0);
+	is($rc->fw_used($hrk), 1, 'key privacy: the first update was counted on the key\'s master');
+	like($he, qr/DEBUG:  00000: ratelimit: .*hash slot \d+ goes to/,
+		'key privacy: the writer got the DEBUG messages of the cluster path');
+	like($hlog, qr/ratelimit: .*hash slot \d+ goes to/,
+		'key privacy: and so did the server log');
+	like($he, qr/ERROR:  PT429: .*\nDETAIL:  The row's key is over the limit/,
+		'key privacy: the second update is refused without naming the key');
+	unlike($he, qr/\Q$hidden\E/, 'key privacy: no message to the writer shows the key column\'s value');
+	unlike($hlog, qr/\Q$hidden\E/, 'key privacy: the server log does not show it either');
+	$node->safe_psql('postgres', q{
+DROP TABLE secrets;
+DROP ROLE regress_rl_018_writer;});
+}
 
 # TRYAGAIN: mid-migration, a layered call whose two keys are split between
 # source and target did not run; it is retried 3 times, then answered by
