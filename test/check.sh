@@ -315,14 +315,15 @@ rl_run_tap() {
 	[ "$(id -u)" = 0 ] && chown postgres: "$RL_TMP/tap"
 	results=$RL_TMP/tap/results
 	# The suites run as the cluster owner, from the checkout, or from a
-	# copy of its test/ (and README.md, which 015_acl reads) when the owner
-	# cannot read the checkout (a clone under /root, mode 700).
+	# copy of its test/ (and README.md and doc/, which 015_acl and 031_docs
+	# read) when the owner cannot read the checkout (a clone under /root,
+	# mode 700).
 	srcdir=$RL_ROOT
 	if ! rl_as_owner test -r "$RL_ROOT/test/perl" -a -x "$RL_ROOT/test/perl" \
 		-a -r "$RL_ROOT/test/t" -a -x "$RL_ROOT/test/t" -a -x "$RL_ROOT"; then
 		srcdir=$RL_TMP/tap-src
 		mkdir -p "$srcdir"
-		cp -r "$RL_ROOT/test" "$RL_ROOT/README.md" "$srcdir/"
+		cp -r "$RL_ROOT/test" "$RL_ROOT/README.md" "$RL_ROOT/doc" "$srcdir/"
 		# 012_hostile_peer builds the source once more, under ASan.
 		cp -r "$RL_ROOT/src" "$RL_ROOT/lua" "$RL_ROOT/sql" "$RL_ROOT/Makefile" \
 			"$RL_ROOT/ratelimit.control" "$srcdir/"
