@@ -23,7 +23,7 @@ use Test::Builder;
 use Time::HiRes qw(time usleep);
 
 our @EXPORT_OK = qw(rl_node rl_session rl_run rl_start rl_finish rl_wait_for
-  rl_status_of rl_wait_extension proc_alive fact fault_mark fault_done);
+  rl_load rl_status_of rl_wait_extension proc_alive fact fault_mark fault_done);
 
 my @started;
 
@@ -488,6 +488,89 @@ sub rl_wait_for
 		usleep(10_000);
 	}
 	return undef;
+}
+
+# A load that lasts until the test stops it: rl_load(node, clients,
+# script) runs the pgbench script (one call per run of it, without
+# BEGIN/COMMIT) from that many pgbench clients until the returned sub is
+# called.  A load of a fixed number of calls or seconds may end before a
+# fault staged during it has taken effect, on a fast machine or a slow
+# one; this one spans whatever the test waits for meanwhile, by
+# construction.  pgbench runs at most max_s seconds (180 unless given), a
+# bound for a test that died before stopping it.
+# The sub stops the load: it inserts a stop row; each client, at its next
+# run of the script, sees it and reports the calls it made instead of
+# making one more, so once every client has reported, no call is in
+# flight and none will start, and pgbench is ended.  It waits at most
+# timeout seconds (60 unless given) and returns (clients that ran clean
+# until stopped, the calls they made, what went wrong).
+my $rl_loads = 0;
+
+sub rl_load
+{
+	my ($node, $clients, $script, %o) = @_;
+	my $max_s = $o{max_s} // 180;
+	my $n = ++$rl_loads;
+	my $stop = "rl_load_stop_$n";
+	my $base = $node->basedir . "/rl_load_$n";
+	$node->safe_psql('postgres', "CREATE TABLE $stop (client int PRIMARY KEY, calls bigint)");
+	PostgreSQL::Test::Utils::append_to_file("$base.sql",
+		"SELECT (EXISTS (SELECT FROM $stop WHERE client < 0))::int AS rl_stopped \\gset\n"
+		  . "\\if :rl_stopped = 1\n"
+		  . "INSERT INTO $stop VALUES (:client_id, :rl_calls) ON CONFLICT (client) DO NOTHING;\n"
+		  . "\\sleep 10 ms\n"
+		  . "\\else\n"
+		  . "$script\n"
+		  . "\\set rl_calls :rl_calls + 1\n"
+		  . "\\endif\n");
+	# Files, not pipes: nothing has to read pgbench's output while the
+	# test waits on something else.
+	my $h = IPC::Run::start [
+		'pgbench', '-n', '-c', $clients, '-j', ($clients > 1 ? 2 : 1), '-T', $max_s,
+		'-D', 'rl_calls=0', '-f', "$base.sql",
+		'-h', $node->host, '-p', $node->port, 'postgres'
+	  ],
+	  '<', '/dev/null', '>', "$base.out", '2>', "$base.err";
+	return sub {
+		my ($timeout) = @_;
+		$timeout //= 60;
+		$node->safe_psql('postgres', "INSERT INTO $stop VALUES (-1, NULL)");
+		my $acked = sub {
+			$node->safe_psql('postgres', "SELECT count(*) FROM $stop WHERE client >= 0");
+		};
+		my $t0 = time;
+		my @wrong;
+		while (1)
+		{
+			last if $acked->() == $clients;
+			if (!$h->pumpable)
+			{
+				push @wrong, 'pgbench ended before every client was stopped';
+				last;
+			}
+			if (slurp_file("$base.err") =~ /aborted|\b(?:ERROR|FATAL):/)
+			{
+				push @wrong, 'a client failed';
+				last;
+			}
+			if (time - $t0 > $timeout)
+			{
+				push @wrong, "not every client stopped within $timeout s";
+				last;
+			}
+			usleep(10_000);
+		}
+		$h->kill_kill(grace => 5) if $h->pumpable;
+		$h->finish;
+		my ($clean, $calls) = split /\|/, $node->safe_psql('postgres',
+			"SELECT count(*), coalesce(sum(calls), 0) FROM $stop WHERE client >= 0");
+		my $err = slurp_file("$base.err");
+		# WARNINGs of policy answers are expected; an error is not.
+		push @wrong, "pgbench: $err" if @wrong || $err =~ /aborted|\b(?:ERROR|FATAL):/;
+		$clean = 0 if @wrong;
+		$node->safe_psql('postgres', "DROP TABLE $stop");
+		return ($clean, $calls, join("\n", @wrong));
+	};
 }
 
 # Facts for the closing summary of test/check.sh: each is a line
