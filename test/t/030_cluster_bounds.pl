@@ -1,0 +1,119 @@
+# test/t/030_cluster_bounds.pl
+#
+# Redis Cluster at the edges of what one backend holds, against a real
+# local cluster of 5 masters without replicas (test/perl/RLCluster.pm):
+#   1. failure_mode = local with the cluster down: a statement over keys
+#      in many hash slots (check round '?', then consume round '=') is
+#      answered by the local engine exactly as the cluster answered the
+#      same statements (0.4.0: ERROR unknown rate limiting algorithm "?").
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use RLRedis qw(rl_node rl_session rl_run fact fault_mark fault_done);
+use RLCluster;
+
+my $rc = RLCluster->new(name => 'c30_', masters => 5, replicas => 0);
+my @masters = $rc->masters;
+is(scalar @masters, 5, 'five masters serve the slots');
+my $seeds = $rc->seeds;
+my $node = rl_node('c030', $masters[0], qq{
+ratelimit.redis_mode = 'cluster'
+ratelimit.redis_nodes = '$seeds'
+ratelimit.deny_cache = off
+});
+
+# Statements of a statement trigger (limit 10 per author, fixed window)
+# over 30 authors in many slots, in a session with the clock pinned: what
+# each answered, its rows so far and its ERROR and DETAIL lines, the
+# table's name taken out.
+my @statements = (
+	# 3 rows for each author: admitted
+	"INSERT INTO %t SELECT 'a' || k FROM generate_series(1, 30) k, generate_series(1, 3)",
+	# one more each and 7 for a7, 11 in all: refused in the check round
+	"INSERT INTO %t SELECT 'a' || k FROM generate_series(1, 30) k UNION ALL SELECT 'a7' FROM generate_series(1, 7)",
+	# 7 more each (6 for a2): admitted only if nothing was charged above
+	"INSERT INTO %t SELECT 'a' || k FROM generate_series(1, 30) k, generate_series(1, 7) g WHERE k <> 2 OR g < 7",
+	# a1 is full, a2 has one left: refused, naming a1
+	"INSERT INTO %t VALUES ('a1'), ('a2')",
+	# a2's last one: admitted only if the refusal above charged nothing
+	"INSERT INTO %t VALUES ('a2'), ('a2')",
+	"INSERT INTO %t VALUES ('a2')",
+	# shadow mode: refused, let through, nothing consumed
+	"SET ratelimit.enforce = off; INSERT INTO %t VALUES ('a3'), ('a4'); RESET ratelimit.enforce",
+	"INSERT INTO %t VALUES ('a5')");
+
+sub statements
+{
+	my ($s, $table) = @_;
+	my @got;
+	$node->safe_psql('postgres', qq{
+CREATE TABLE $table (author text);
+CREATE TRIGGER lim AFTER INSERT ON $table REFERENCING NEW TABLE AS rl_new
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author', 'fixed_window', '10', '1 day');
+});
+	rl_run($s, 'SET ratelimit.test_clock_ms = 1800000000000');
+	for my $sql (@statements)
+	{
+		(my $q = $sql) =~ s/%t/$table/g;
+		my (undef, $err) = rl_run($s, $q);
+		my ($n) = rl_run($s, "SELECT count(*) FROM $table");
+		# The ERROR and its DETAIL, not the WARNINGs of an outage.
+		my ($level, @lines) = ('');
+		for (split /\n/, $err)
+		{
+			$level = $1 if /\b(ERROR|WARNING|NOTICE|LOG):  /;
+			push @lines, $1 if $level eq 'ERROR' && /\b((?:ERROR|DETAIL):  .*)/;
+		}
+		s/\Q$table\E/%t/g for @lines;
+		push @got, join("\n", $n, @lines);
+	}
+	rl_run($s, 'RESET ratelimit.test_clock_ms');
+	return @got;
+}
+
+# 1a. The statements on the cluster: Redis's answers, the reference.
+my $s = rl_session($node);
+rl_run($s, "SET ratelimit.failure_mode = 'local'");
+my @on_redis = statements($s, 'st_redis');
+like($on_redis[0], qr/^90$/, 'statements on Redis: 90 rows over 30 authors admitted');
+like($on_redis[1], qr/^90\nERROR:  PT429: .*\nDETAIL:  Key \(author\)=\(a7\) is over the limit/,
+	'statements on Redis: a7 over its limit refuses the statement');
+like($on_redis[2], qr/^299$/, 'statements on Redis: the refused statement charged no author');
+like($on_redis[3], qr/^299\nERROR:  PT429: .*\nDETAIL:  Key \(author\)=\(a1\)/,
+	'statements on Redis: a1 full refuses the statement');
+like($on_redis[4], qr/^299\nERROR:  PT429: .*\nDETAIL:  Key \(author\)=\(a2\)/,
+	'statements on Redis: two rows for a2\'s last unit are refused');
+like($on_redis[5], qr/^300$/, 'statements on Redis: a2 had exactly its last unit left');
+like($on_redis[6], qr/^302$/, 'statements on Redis: shadow mode lets a refused statement through');
+like($on_redis[7], qr/^302\nERROR:  PT429: .*\nDETAIL:  Key \(author\)=\(a5\)/,
+	'statements on Redis: and charged nothing (a5 is still full)');
+my ($st) = rl_run($s, 'SELECT failures FROM rl_status()');
+is($st, '0', 'statements on Redis: no failure');
+$s->quit;
+
+# 1b. The cluster down (every master killed): the local engine answers
+# the same statements, both rounds, exactly as the cluster did.
+my $mark = fault_mark();
+$rc->kill_node($_) for $rc->nodes;
+$s = rl_session($node);
+rl_run($s, "SET ratelimit.failure_mode = 'local'");
+my ($l0) = rl_run($s, 'SELECT fail_local FROM rl_stats()');
+my @on_local = statements($s, 'st_local');
+for my $i (0 .. $#statements)
+{
+	is($on_local[$i], $on_redis[$i],
+		"cluster down, failure_mode local: statement " . ($i + 1) . " answered as the cluster did");
+}
+my ($l1) = rl_run($s, 'SELECT fail_local FROM rl_stats()');
+cmp_ok($l1 - $l0, '>=', 2 * 30, "cluster down: the local engine answered both rounds' scripts (@{[ $l1 - $l0 ]})");
+($st) = rl_run($s, 'SELECT count(*) FROM st_local');
+is($st, '302', 'cluster down: the rows admitted (300) and let through in shadow mode (2)');
+$s->quit;
+fault_done('cluster down, failure_mode local: statements over many slots', $mark);
+
+done_testing();
