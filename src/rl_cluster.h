@@ -25,7 +25,8 @@ typedef enum RlRedirect
 {
 	RL_REDIRECT_NONE,
 	RL_REDIRECT_MOVED,
-	RL_REDIRECT_ASK
+	RL_REDIRECT_ASK,
+	RL_REDIRECT_NO_ROOM			/* to a node this backend has no room for */
 } RlRedirect;
 
 extern int	rl_key_slot(const char *key, size_t len);

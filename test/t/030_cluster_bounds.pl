@@ -5,7 +5,15 @@
 #   1. failure_mode = local with the cluster down: a statement over keys
 #      in many hash slots (check round '?', then consume round '=') is
 #      answered by the local engine exactly as the cluster answered the
-#      same statements (0.4.0: ERROR unknown rate limiting algorithm "?").
+#      same statements (0.4.0: ERROR unknown rate limiting algorithm "?");
+#   2. a master announcing 69 addresses in turn (cluster-announce-ip
+#      127.0.0.2 .. 127.0.0.70, where nothing listens) over one session's
+#      life: more distinct addresses than the 64 cluster nodes a backend
+#      holds, so a map fetch must let go of the nodes it no longer names;
+#      once the master announces an address it listens on (127.0.0.200),
+#      the session's calls are Redis's again (0.4.0: the registry stayed
+#      full, every map fetch failed and the master's keys got the policy's
+#      answer for the rest of the session).
 
 use strict;
 use warnings;
@@ -13,6 +21,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 
 use RLRedis qw(rl_node rl_session rl_run fact fault_mark fault_done);
 use RLCluster;
@@ -26,6 +35,29 @@ ratelimit.redis_mode = 'cluster'
 ratelimit.redis_nodes = '$seeds'
 ratelimit.deny_cache = off
 });
+my $dboid = $node->safe_psql('postgres',
+	'SELECT oid FROM pg_database WHERE datname = current_database()');
+
+# A key "$prefix<n>" of rl_allow(key, 'fixed_window', $limit, '1 day')
+# whose slot master $m serves.
+sub key_on
+{
+	my ($m, $prefix, $limit) = @_;
+	for my $i (1 .. 100_000)
+	{
+		my $s = RLCluster::slot_of("rl:{$dboid:$prefix$i}:fixed_window:$limit:86400000ms");
+		return "$prefix$i" if $rc->master_of_slot($s)->port == $m->port;
+	}
+	die 'no key found on ' . $m->port;
+}
+
+# One call: (allowed|remaining, stderr, seconds).
+sub allow
+{
+	my ($s, $key, $limit) = @_;
+	return rl_run($s,
+		"SELECT allowed, remaining FROM rl_allow('$key', 'fixed_window', $limit, '1 day')");
+}
 
 # Statements of a statement trigger (limit 10 per author, fixed window)
 # over 30 authors in many slots, in a session with the clock pinned: what
@@ -95,10 +127,62 @@ like($on_redis[7], qr/^302\nERROR:  PT429: .*\nDETAIL:  Key \(author\)=\(a5\)/,
 my ($st) = rl_run($s, 'SELECT failures FROM rl_status()');
 is($st, '0', 'statements on Redis: no failure');
 $s->quit;
+my $mark;
+
+# 2. One master announces a new address before each map fetch of one
+# session, 69 in all, none listening: each call on its key finds the
+# address dead (the policy's answer; the failure makes the map stale) and
+# the next call fetches the map again from the seed, the master's own
+# data port.  The session sees 75 addresses: the seed, the four other
+# masters, the 69 dead ones and the last.
+$mark = fault_mark();
+{
+	my $a = $masters[0];
+	my $key = key_on($a, 'reg', 100);
+	my $s = rl_session($node);
+	rl_run($s, "SET ratelimit.redis_nodes = '127.0.0.1:" . $a->port . "'");
+	my $policy = 0;
+	for my $i (2 .. 70)
+	{
+		my $r = $a->cmd('CONFIG', 'SET', 'cluster-announce-ip', "127.0.0.$i");
+		die "CONFIG SET cluster-announce-ip: ${$r}" if ref $r;
+		usleep(110_000);    # past the 100 ms between two map fetches
+		my ($out) = allow($s, $key, 100);
+		$policy++ if $out eq 't|';
+	}
+	is($policy, 69, 'registry: the 69 dead addresses, each given the policy\'s answer');
+	my ($maps) = rl_run($s, 'SELECT map_refreshes FROM rl_status()');
+	cmp_ok($maps, '>=', 69, "registry: a map fetched for each address ($maps)");
+
+	# Now an address the master listens on, new to the session.
+	for (['bind', '127.0.0.1 127.0.0.200'], ['cluster-announce-ip', '127.0.0.200'])
+	{
+		my $r = $a->cmd('CONFIG', 'SET', @$_);
+		die "CONFIG SET @$_: ${$r}" if ref $r;
+	}
+	usleep(110_000);
+	my ($out, $err) = allow($s, $key, 100);
+	is($out, 't|99', 'registry: the 70th address is followed, Redis answers') or diag($err);
+	($out) = allow($s, $key, 100);
+	is($out, 't|98', 'registry: and counts');
+	my ($last) = rl_run($s, "SELECT coalesce(last_error, '') FROM rl_status()");
+	unlike($last, qr/more than/, "registry: no failure for want of room ($last)");
+	is($rc->key_cmd("rl:{$dboid:$key}:fixed_window:100:86400000ms", 'EXISTS',
+			"rl:{$dboid:$key}:fixed_window:100:86400000ms"), 1,
+		'registry: the key is on the master');
+	$s->quit;
+	for (['cluster-announce-ip', ''], ['bind', '127.0.0.1'])
+	{
+		my $r = $a->cmd('CONFIG', 'SET', @$_);
+		die "CONFIG SET @$_: ${$r}" if ref $r;
+	}
+	fact('figure.030', 'one session saw 75 cluster node addresses (64 held at a time): answered by Redis at the last');
+}
+fault_done('a master on 70 addresses over one session (more than the 64 nodes held)', $mark);
 
 # 1b. The cluster down (every master killed): the local engine answers
 # the same statements, both rounds, exactly as the cluster did.
-my $mark = fault_mark();
+$mark = fault_mark();
 $rc->kill_node($_) for $rc->nodes;
 $s = rl_session($node);
 rl_run($s, "SET ratelimit.failure_mode = 'local'");
