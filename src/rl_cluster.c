@@ -189,15 +189,15 @@ rl_cluster_parse_nodes(const char *list, char **hosts, int *ports, int max,
 }
 
 /*
- * Asks one node for CLUSTER SLOTS and, on a well-formed answer, makes it
- * the slot map.  The nodes of the old map that the new one does not name
- * are let go of (rl_conn_keep_nodes), so a backend that outlives many
- * node addresses (masters restarted elsewhere) never fills its registry.
- * False if the node could not answer (the failure is recorded on it) or
- * is not a cluster node.
+ * Asks one node for CLUSTER SLOTS, by the deadline, and, on a well-formed
+ * answer, makes it the slot map.  The nodes of the old map that the new
+ * one does not name are let go of (rl_conn_keep_nodes), so a backend that
+ * outlives many node addresses (masters restarted elsewhere) never fills
+ * its registry.  False if the node could not answer (the failure is
+ * recorded on it) or is not a cluster node.
  */
 static bool
-rl_cluster_fetch(RlNode *node)
+rl_cluster_fetch(RlNode *node, TimestampTz deadline)
 {
 	const char *argv[2] = {"CLUSTER", "SLOTS"};
 	size_t		argvlen[2] = {7, 5};
@@ -209,12 +209,9 @@ rl_cluster_fetch(RlNode *node)
 	RlNode	   *owners[RL_MAX_NODES];
 	int		   *owner_of;		/* range i's master: index into hosts */
 	int			nowners = 0;
-	TimestampTz deadline;
 
 	if (!rl_node_ready(node))
 		return false;
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   rl_command_timeout);
 	rl_conn_large_replies(true);
 	PG_TRY();
 	{
@@ -342,14 +339,19 @@ rl_cluster_fetch(RlNode *node)
 
 /*
  * Fetches the slot map: first from the nodes of the current map that are
- * connected and well, then from the seeds.  One connect_timeout covers
- * the whole search, so a list of dead seeds costs at most that.
+ * connected and well, then from the seeds, within the calling call's one
+ * deadline (its command_timeout): every CLUSTER SLOTS ends by then, and
+ * no node is asked once it has passed, so masters that stall cost the
+ * call its deadline once, not once each.  One connect_timeout also covers
+ * the search, so a list of dead seeds costs at most that.  What the call
+ * cannot route then gets the policy's answer.
  */
 static void
-rl_cluster_refresh(void)
+rl_cluster_refresh(TimestampTz deadline)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz budget = TimestampTzPlusMilliseconds(now, rl_connect_timeout);
+	TimestampTz budget = Min(deadline,
+							 TimestampTzPlusMilliseconds(now, rl_connect_timeout));
 	char	   *hosts[RL_MAX_NODES];
 	int			ports[RL_MAX_NODES];
 	char		why[256];
@@ -365,7 +367,9 @@ rl_cluster_refresh(void)
 			if (node == NULL || (s > 0 && node == rl_slot_node[s - 1]) ||
 				!rl_node_connected(node) || rl_node_resting(node))
 				continue;
-			if (rl_cluster_fetch(node))
+			if (GetCurrentTimestamp() >= deadline)
+				return;
+			if (rl_cluster_fetch(node, deadline))
 				return;
 		}
 	}
@@ -385,20 +389,21 @@ rl_cluster_refresh(void)
 
 		if (seed == NULL || rl_node_resting(seed))
 			continue;
-		if (rl_cluster_fetch(seed))
-			return;
 		if (GetCurrentTimestamp() >= budget)
 			break;
+		if (rl_cluster_fetch(seed, deadline))
+			return;
 	}
 }
 
 /*
  * The master that serves a slot, fetching the map first when it is
- * missing or known stale.  NULL when no node serves the slot: the failure
- * is then recorded, and the caller gives the policy's answer.
+ * missing or known stale, by the call's deadline.  NULL when no node
+ * serves the slot: the failure is then recorded, and the caller gives the
+ * policy's answer.
  */
 RlNode *
-rl_cluster_route(int slot)
+rl_cluster_route(int slot, TimestampTz deadline)
 {
 	bool		may_fetch = !rl_map_loaded ||
 		TimestampDifferenceExceeds(rl_map_fetched_at, GetCurrentTimestamp(),
@@ -407,7 +412,7 @@ rl_cluster_route(int slot)
 
 	if (may_fetch && (!rl_map_loaded || rl_map_stale ||
 					  rl_slot_node[slot] == NULL))
-		rl_cluster_refresh();
+		rl_cluster_refresh(deadline);
 	if (!rl_map_loaded)
 		return NULL;			/* every seed failed; recorded there */
 	node = rl_slot_node[slot];

@@ -749,7 +749,7 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 			{
 				if (!pending[i] || target[i] != NULL)
 					continue;
-				target[i] = rl_cluster_route(slot[i]);
+				target[i] = rl_cluster_route(slot[i], deadline);
 				if (target[i] == NULL)
 					pending[i] = false;
 				else if (hops[i] == 0)

@@ -6,7 +6,12 @@
 #      in many hash slots (check round '?', then consume round '=') is
 #      answered by the local engine exactly as the cluster answered the
 #      same statements (0.4.0: ERROR unknown rate limiting algorithm "?");
-#   2. a master announcing 69 addresses in turn (cluster-announce-ip
+#   2. a slot-map fetch with every master stalled (SIGSTOP) asks the
+#      nodes only within the call's one deadline (command_timeout 400
+#      ms): the call takes about that long and the policy answers, where
+#      0.4.0 asked each stalled master for a full command_timeout (1.6 s
+#      with five masters);
+#   3. a master announcing 69 addresses in turn (cluster-announce-ip
 #      127.0.0.2 .. 127.0.0.70, where nothing listens) over one session's
 #      life: more distinct addresses than the 64 cluster nodes a backend
 #      holds, so a map fetch must let go of the nodes it no longer names;
@@ -21,7 +26,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
+use Time::HiRes qw(time usleep);
 
 use RLRedis qw(rl_node rl_session rl_run fact fault_mark fault_done);
 use RLCluster;
@@ -129,7 +134,38 @@ is($st, '0', 'statements on Redis: no failure');
 $s->quit;
 my $mark;
 
-# 2. One master announces a new address before each map fetch of one
+# 2. Every master stalled under one session's warm links.  The first
+# call on a key of master M waits out its command_timeout (the policy
+# answers, M rests, the map is marked stale); the next call on M's key
+# fetches the map first, from the other masters of the map, connected and
+# well but stalled too.  It must give up on them at its own deadline.
+$mark = fault_mark();
+{
+	my $s = rl_session($node);
+	rl_run($s, 'SET ratelimit.command_timeout = 400');
+	rl_run($s, 'SET ratelimit.retry_interval = 10000');
+	my @keys = map { key_on($masters[$_], "stall$_:", 100) } 0 .. 4;
+	my @warm = map { (allow($s, $_, 100))[0] } @keys;
+	is("@warm", join(' ', ('t|99') x 5), 'stalled masters: warm links to all five answer');
+	$_->stall for @masters;
+	my ($o1, $e1, $t1) = allow($s, $keys[0], 100);
+	usleep(150_000);    # past the 100 ms between two map fetches
+	my ($o2, $e2, $t2) = allow($s, $keys[0], 100);
+	$_->resume for @masters;
+	is($o1, 't|', 'stalled masters: the first call gets the policy\'s answer');
+	is($o2, 't|', 'stalled masters: the call that fetches the map too');
+	cmp_ok($t2, '<', 1.0,
+		sprintf('stalled masters: the map fetch held the call\'s deadline of 400 ms (%.0f ms; one full timeout per master: 1600)',
+			$t2 * 1000));
+	note sprintf('stalled masters: first call %.0f ms, map-fetching call %.0f ms', $t1 * 1000, $t2 * 1000);
+	fact('figure.030', sprintf('five stalled masters: a call that fetches the slot map took %.0f ms (command_timeout 400)',
+			$t2 * 1000));
+	$s->quit;
+	$rc->wait_ok(15) or die 'cluster not ok after the stall';
+}
+fault_done('every master stalled while a call fetches the slot map', $mark);
+
+# 3. One master announces a new address before each map fetch of one
 # session, 69 in all, none listening: each call on its key finds the
 # address dead (the policy's answer; the failure makes the map stale) and
 # the next call fetches the map again from the seed, the master's own
