@@ -11,7 +11,13 @@
 #      ms): the call takes about that long and the policy answers, where
 #      0.4.0 asked each stalled master for a full command_timeout (1.6 s
 #      with five masters);
-#   3. a master announcing 69 addresses in turn (cluster-announce-ip
+#   3. a backend with no external descriptor left, then one: the one
+#      wait on every master's socket needs an epoll set of its own; with
+#      none left the call waits on one master at a time, with one left the
+#      set takes it and gives it back (0.4.0 reserved one and then had
+#      CreateWaitEventSet reserve another: ERROR epoll_create1 failed, and
+#      the first reservation was never given back);
+#   4. a master announcing 69 addresses in turn (cluster-announce-ip
 #      127.0.0.2 .. 127.0.0.70, where nothing listens) over one session's
 #      life: more distinct addresses than the 64 cluster nodes a backend
 #      holds, so a map fetch must let go of the nodes it no longer names;
@@ -39,6 +45,7 @@ my $node = rl_node('c030', $masters[0], qq{
 ratelimit.redis_mode = 'cluster'
 ratelimit.redis_nodes = '$seeds'
 ratelimit.deny_cache = off
+max_files_per_process = 100
 });
 my $dboid = $node->safe_psql('postgres',
 	'SELECT oid FROM pg_database WHERE datname = current_database()');
@@ -165,7 +172,58 @@ $mark = fault_mark();
 }
 fault_done('every master stalled while a call fetches the slot map', $mark);
 
-# 3. One master announces a new address before each map fetch of one
+# 3. A backend's budget of external descriptors (a third of max_safe_fds,
+# shared with dblink and postgres_fdw) used up by dblink links beside
+# warm links to all five masters, then all of it but one.
+SKIP:
+{
+	my $sharedir = `pg_config --sharedir`;
+	chomp $sharedir;
+	skip 'dblink is not installed', 8
+	  unless -f "$sharedir/extension/dblink.control";
+	$node->safe_psql('postgres', 'CREATE EXTENSION dblink');
+	my $connstr = 'host=' . $node->host . ' port=' . $node->port . ' dbname=postgres';
+	$mark = fault_mark();
+	my $s = rl_session($node);
+	my @keys = map { key_on($masters[$_], "fd$_:", 100) } 0 .. 4;
+	my $many = "SELECT count(remaining) || '/' || count(*) FROM rl_allow_many(ARRAY['"
+	  . join("','", @keys) . "'], 'fixed_window', 100, '1 day')";
+	is((rl_run($s, $many))[0], '5/5', 'descriptors: warm links to all five masters answer');
+	# dblink links until one is refused: how many the budget holds.
+	my $fill = sub {
+		my $n = 0;
+		while ($n < 200)
+		{
+			my (undef, $err) = rl_run($s,
+				"SELECT dblink_connect('l" . ($n + 1) . "', '$connstr')");
+			last if $err =~ /ERROR/;
+			$n++;
+		}
+		return $n;
+	};
+	my $full = $fill->();
+	my $links = $full;
+	ok($links > 0 && $links < 200, "descriptors: dblink links filled the budget ($links)");
+
+	my ($out, $err) = rl_run($s, $many);
+	is($out, '5/5', 'descriptors: none left: the masters waited on in turn, Redis answers');
+	unlike($err, qr/ERROR|WARNING/, 'descriptors: none left: no ERROR, no WARNING') or diag($err);
+
+	rl_run($s, "SELECT dblink_disconnect('l$links')");
+	$links--;
+	($out, $err) = rl_run($s, $many);
+	is($out, '5/5', 'descriptors: one left: the wait set takes it, Redis answers');
+	unlike($err, qr/ERROR|WARNING/, 'descriptors: one left: no ERROR, no WARNING') or diag($err);
+
+	# Every descriptor reserved went back: the same links fit again.
+	rl_run($s, "SELECT dblink_disconnect('l$_')") for 1 .. $links;
+	is((rl_run($s, $many))[0], '5/5', 'descriptors: links given back: Redis answers');
+	is($fill->(), $full, 'descriptors: the budget holds as many dblink links as before');
+	$s->quit;
+	fault_done('no external descriptor left, then one, for the wait on all masters', $mark);
+}
+
+# 4. One master announces a new address before each map fetch of one
 # session, 69 in all, none listening: each call on its key finds the
 # address dead (the policy's answer; the failure makes the map stale) and
 # the next call fetches the map again from the seed, the master's own
