@@ -189,26 +189,29 @@ rl_cluster_parse_nodes(const char *list, char **hosts, int *ports, int max,
 }
 
 /*
- * Asks one node for CLUSTER SLOTS and, on a well-formed answer, makes it
- * the slot map.  False if the node could not answer (the failure is
+ * Asks one node for CLUSTER SLOTS, by the deadline, and, on a well-formed
+ * answer, makes it the slot map.  The nodes of the old map that the new
+ * one does not name are let go of (rl_conn_keep_nodes), so a backend that
+ * outlives many node addresses (masters restarted elsewhere) never fills
+ * its registry.  False if the node could not answer (the failure is
  * recorded on it) or is not a cluster node.
  */
 static bool
-rl_cluster_fetch(RlNode *node)
+rl_cluster_fetch(RlNode *node, TimestampTz deadline)
 {
 	const char *argv[2] = {"CLUSTER", "SLOTS"};
 	size_t		argvlen[2] = {7, 5};
 	RlCommand	cmd = {2, argv, argvlen};
 	redisReply *reply = NULL;
-	RlNode	  **map;
 	bool		ok;
-	RlNode	   *owners[RL_MAX_NODES + 1];
-	TimestampTz deadline;
+	const char *hosts[RL_MAX_NODES];	/* the masters' distinct addresses */
+	int			ports[RL_MAX_NODES];
+	RlNode	   *owners[RL_MAX_NODES];
+	int		   *owner_of;		/* range i's master: index into hosts */
+	int			nowners = 0;
 
 	if (!rl_node_ready(node))
 		return false;
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   rl_command_timeout);
 	rl_conn_large_replies(true);
 	PG_TRY();
 	{
@@ -236,16 +239,16 @@ rl_cluster_fetch(RlNode *node)
 		return false;
 	}
 
-	map = palloc0(sizeof(RlNode *) * RL_CLUSTER_SLOTS);
+	/* Checked whole, and its masters' addresses gathered, before any use. */
 	ok = reply->type == REDIS_REPLY_ARRAY;
+	owner_of = palloc(sizeof(int) * Max(reply->elements, 1));
 	for (size_t i = 0; ok && i < reply->elements; i++)
 	{
 		redisReply *range = reply->element[i];
 		redisReply *master;
 		const char *host;
-		RlNode	   *owner;
-		long long	start;
-		long long	end;
+		int			port;
+		int			k;
 
 		if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 ||
 			range->element[0]->type != REDIS_REPLY_INTEGER ||
@@ -258,10 +261,10 @@ rl_cluster_fetch(RlNode *node)
 			ok = false;
 			break;
 		}
-		start = range->element[0]->integer;
-		end = range->element[1]->integer;
 		master = range->element[2];
-		if (start < 0 || end >= RL_CLUSTER_SLOTS || start > end ||
+		if (range->element[0]->integer < 0 ||
+			range->element[1]->integer >= RL_CLUSTER_SLOTS ||
+			range->element[0]->integer > range->element[1]->integer ||
 			master->element[1]->integer < 1 || master->element[1]->integer > 65535)
 		{
 			ok = false;
@@ -271,42 +274,64 @@ rl_cluster_fetch(RlNode *node)
 		host = master->element[0]->str;
 		if (host[0] == '\0' || strcmp(host, "?") == 0)
 			host = rl_node_host(node);
-		owner = rl_node_lookup(host, (int) master->element[1]->integer);
-		if (owner == NULL)
+		port = (int) master->element[1]->integer;
+		for (k = 0; k < nowners; k++)
 		{
-			freeReplyObject(reply);
-			rl_conn_failure(true, "the cluster has more than %d nodes", RL_MAX_NODES);
-			return false;
+			if (ports[k] == port && strcmp(hosts[k], host) == 0)
+				break;
 		}
-		for (long long s = start; s <= end; s++)
-			map[s] = owner;
+		if (k == nowners)
+		{
+			if (nowners == RL_MAX_NODES)
+			{
+				pfree(owner_of);
+				freeReplyObject(reply);
+				rl_conn_failure(true, "the cluster has more than %d masters",
+								RL_MAX_NODES);
+				return false;
+			}
+			hosts[nowners] = host;
+			ports[nowners++] = port;
+		}
+		owner_of[i] = k;
 	}
-	freeReplyObject(reply);
 	if (!ok)
 	{
+		pfree(owner_of);
+		freeReplyObject(reply);
 		rl_conn_drop();
 		rl_conn_failure(false, "unexpected reply from Redis to CLUSTER SLOTS");
 		return false;
 	}
 
-	memcpy(rl_slot_node, map, sizeof(RlNode *) * RL_CLUSTER_SLOTS);
-	pfree(map);
+	/*
+	 * Room for the new masters: the nodes no longer named go.  The old map
+	 * names some of them, so it is gone first (an ERROR from here on, out
+	 * of memory, leaves no map rather than one naming freed nodes).
+	 */
+	memset(rl_slot_node, 0, sizeof(rl_slot_node));
+	rl_map_loaded = false;
+	rl_conn_keep_nodes(hosts, ports, nowners);
+	for (int k = 0; k < nowners; k++)
+	{
+		owners[k] = rl_node_lookup(hosts[k], ports[k]);
+		Assert(owners[k] != NULL);	/* RL_MAX_NODES at most, all kept */
+	}
+	for (size_t i = 0; i < reply->elements; i++)
+	{
+		redisReply *range = reply->element[i];
+
+		for (long long s = range->element[0]->integer;
+			 s <= range->element[1]->integer; s++)
+			rl_slot_node[s] = owners[owner_of[i]];
+	}
+	freeReplyObject(reply);
+	pfree(owner_of);
+
 	rl_counters.map_refreshes++;
 	rl_map_loaded = true;
 	rl_map_stale = false;
-	rl_map_masters = 0;
-	for (int s = 0; s < RL_CLUSTER_SLOTS; s++)
-	{
-		/* Count distinct owners: at most RL_MAX_NODES, in long runs. */
-		bool		dup = false;
-
-		if (rl_slot_node[s] == NULL || (s > 0 && rl_slot_node[s] == rl_slot_node[s - 1]))
-			continue;
-		for (int t = 0; t < rl_map_masters && !dup; t++)
-			dup = owners[t] == rl_slot_node[s];
-		if (!dup && rl_map_masters < RL_MAX_NODES + 1)
-			owners[rl_map_masters++] = rl_slot_node[s];
-	}
+	rl_map_masters = nowners;
 	elog(DEBUG1, "ratelimit: slot map fetched from %s:%d, %d masters",
 		 rl_node_host(node), rl_node_port(node), rl_map_masters);
 	return true;
@@ -314,14 +339,19 @@ rl_cluster_fetch(RlNode *node)
 
 /*
  * Fetches the slot map: first from the nodes of the current map that are
- * connected and well, then from the seeds.  One connect_timeout covers
- * the whole search, so a list of dead seeds costs at most that.
+ * connected and well, then from the seeds, within the calling call's one
+ * deadline (its command_timeout): every CLUSTER SLOTS ends by then, and
+ * no node is asked once it has passed, so masters that stall cost the
+ * call its deadline once, not once each.  One connect_timeout also covers
+ * the search, so a list of dead seeds costs at most that.  What the call
+ * cannot route then gets the policy's answer.
  */
 static void
-rl_cluster_refresh(void)
+rl_cluster_refresh(TimestampTz deadline)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz budget = TimestampTzPlusMilliseconds(now, rl_connect_timeout);
+	TimestampTz budget = Min(deadline,
+							 TimestampTzPlusMilliseconds(now, rl_connect_timeout));
 	char	   *hosts[RL_MAX_NODES];
 	int			ports[RL_MAX_NODES];
 	char		why[256];
@@ -337,7 +367,9 @@ rl_cluster_refresh(void)
 			if (node == NULL || (s > 0 && node == rl_slot_node[s - 1]) ||
 				!rl_node_connected(node) || rl_node_resting(node))
 				continue;
-			if (rl_cluster_fetch(node))
+			if (GetCurrentTimestamp() >= deadline)
+				return;
+			if (rl_cluster_fetch(node, deadline))
 				return;
 		}
 	}
@@ -357,20 +389,21 @@ rl_cluster_refresh(void)
 
 		if (seed == NULL || rl_node_resting(seed))
 			continue;
-		if (rl_cluster_fetch(seed))
-			return;
 		if (GetCurrentTimestamp() >= budget)
 			break;
+		if (rl_cluster_fetch(seed, deadline))
+			return;
 	}
 }
 
 /*
  * The master that serves a slot, fetching the map first when it is
- * missing or known stale.  NULL when no node serves the slot: the failure
- * is then recorded, and the caller gives the policy's answer.
+ * missing or known stale, by the call's deadline.  NULL when no node
+ * serves the slot: the failure is then recorded, and the caller gives the
+ * policy's answer.
  */
 RlNode *
-rl_cluster_route(int slot)
+rl_cluster_route(int slot, TimestampTz deadline)
 {
 	bool		may_fetch = !rl_map_loaded ||
 		TimestampDifferenceExceeds(rl_map_fetched_at, GetCurrentTimestamp(),
@@ -379,7 +412,7 @@ rl_cluster_route(int slot)
 
 	if (may_fetch && (!rl_map_loaded || rl_map_stale ||
 					  rl_slot_node[slot] == NULL))
-		rl_cluster_refresh();
+		rl_cluster_refresh(deadline);
 	if (!rl_map_loaded)
 		return NULL;			/* every seed failed; recorded there */
 	node = rl_slot_node[slot];
@@ -395,8 +428,9 @@ rl_cluster_route(int slot)
 /*
  * Reads a MOVED or ASK error: "MOVED <slot> <host>:<port>", the host empty
  * when it is the one the command went to.  NONE for any other error, or
- * a malformed or unusable redirect (the caller treats it as the error it
- * is).
+ * a malformed redirect (the caller treats it as the error it is); NO_ROOM,
+ * with the slot, when the target is a node this backend cannot take on
+ * (RL_MAX_NODES known already): an outage for those keys, not misuse.
  */
 RlRedirect
 rl_cluster_redirect(const char *err, const RlNode *from, int *slot,
@@ -450,10 +484,8 @@ rl_cluster_redirect(const char *err, const RlNode *from, int *slot,
 		host[hostlen] = '\0';
 	}
 	*target = rl_node_lookup(host, (int) port);
-	if (*target == NULL)
-		return RL_REDIRECT_NONE;
 	*slot = (int) s;
-	return kind;
+	return *target != NULL ? kind : RL_REDIRECT_NO_ROOM;
 }
 
 /* A MOVED: the slot is served elsewhere now, and likely others with it. */

@@ -25,13 +25,14 @@ typedef enum RlRedirect
 {
 	RL_REDIRECT_NONE,
 	RL_REDIRECT_MOVED,
-	RL_REDIRECT_ASK
+	RL_REDIRECT_ASK,
+	RL_REDIRECT_NO_ROOM			/* to a node this backend has no room for */
 } RlRedirect;
 
 extern int	rl_key_slot(const char *key, size_t len);
 extern int	rl_cluster_parse_nodes(const char *list, char **hosts, int *ports,
 								   int max, char *why, size_t whysize);
-extern RlNode *rl_cluster_route(int slot);
+extern RlNode *rl_cluster_route(int slot, TimestampTz deadline);
 extern RlRedirect rl_cluster_redirect(const char *err, const RlNode *from,
 									  int *slot, RlNode **target);
 extern void rl_cluster_moved(int slot, RlNode *node);

@@ -8,7 +8,10 @@
  * them), or a Sentinel.  Each backend opens one connection per node,
  * lazily on first use (rl_connect.c), and keeps it across calls and
  * transactions; rl_roundtrip.c runs the round trips over it, every wait
- * on the latch.
+ * on the latch.  A cluster node is made on first sight (in the slot map,
+ * in a redirect) and let go of when a new slot map no longer names it, so
+ * the RL_MAX_NODES a backend holds at a time suffice however often the
+ * cluster's addresses change.
  *
  * A command whose reply has not arrived is never sent again.  If a wait is
  * cut short (our timeout, an interrupt, a broken link) the connection is
@@ -52,6 +55,12 @@
 /* Every node this backend knows; [0] is the standalone node. */
 static RlNode *rl_nodes[RL_MAX_NODES + 1];
 static int	rl_num_nodes = 0;
+
+/*
+ * Cluster nodes let go of (rl_conn_keep_nodes), freed at the next call's
+ * start: the call that let them go may still hold them.
+ */
+static RlNode *rl_retired = NULL;
 
 /* The node the failure bookkeeping acts on (see the file's banner). */
 RlNode	   *rl_conn_cur = NULL;
@@ -112,6 +121,8 @@ rl_discard_all(void)
 {
 	for (int i = 0; i < rl_num_nodes; i++)
 		rl_node_discard(rl_nodes[i]);
+	for (RlNode *node = rl_retired; node != NULL; node = node->next_retired)
+		rl_node_discard(node);
 }
 
 /* Closes the sockets when the backend exits, so Redis sees them go at once. */
@@ -159,6 +170,57 @@ rl_node_lookup(const char *host, int port)
 		return NULL;
 	rl_nodes[rl_num_nodes] = rl_node_make(host, port);
 	return rl_nodes[rl_num_nodes++];
+}
+
+/*
+ * Lets go of every cluster node whose address is not one of the n given
+ * (the masters of a new slot map): its link is closed and it leaves the
+ * registry, so that nodes the cluster no longer names (restarted on other
+ * addresses, removed) never fill it.  The node itself is freed at the
+ * next call's start (rl_free_retired): the call under way may still hold
+ * it as a redirect's target or as the node a policy answer names.
+ */
+void
+rl_conn_keep_nodes(const char *const *hosts, const int *ports, int n)
+{
+	int			kept = 1;
+
+	if (rl_num_nodes == 0)
+		return;
+	for (int i = 1; i < rl_num_nodes; i++)
+	{
+		RlNode	   *node = rl_nodes[i];
+		bool		keep = node->sentinel;
+
+		for (int k = 0; k < n && !keep; k++)
+			keep = node->port == ports[k] && strcmp(node->host, hosts[k]) == 0;
+		if (keep)
+		{
+			rl_nodes[kept++] = node;
+			continue;
+		}
+		rl_node_discard(node);
+		node->next_retired = rl_retired;
+		rl_retired = node;
+	}
+	for (int i = kept; i < rl_num_nodes; i++)
+		rl_nodes[i] = NULL;
+	rl_num_nodes = kept;
+}
+
+/* Frees the nodes let go of; no call holds them any more. */
+static void
+rl_free_retired(void)
+{
+	while (rl_retired != NULL)
+	{
+		RlNode	   *node = rl_retired;
+
+		rl_retired = node->next_retired;
+		rl_node_discard(node);
+		pfree(node->host);
+		pfree(node);
+	}
 }
 
 /*
@@ -517,6 +579,8 @@ rl_conn_begin(void)
 {
 	rl_require_preload();
 	rl_conn_cur = rl_standalone_node();
+	if (rl_retired != NULL)
+		rl_free_retired();
 
 	/* A command cut short by an error left its reply unread: drop it. */
 	for (int i = 0; i < rl_num_nodes; i++)

@@ -48,6 +48,8 @@ extern bool rl_conn_begin(void);
 extern bool rl_conn_ready(void);
 extern RlNode *rl_standalone_node(void);
 extern RlNode *rl_node_lookup(const char *host, int port);
+extern void rl_conn_keep_nodes(const char *const *hosts, const int *ports,
+							   int n);
 extern bool rl_node_ready(RlNode *node);
 extern RlNodeScripts *rl_node_scripts(RlNode *node);
 extern bool rl_node_has_functions(const RlNode *node);

@@ -15,7 +15,11 @@
  * The server's certificate is always verified, and so is its name
  * (redis_tls_server_name, else the host connected to): a link to a server
  * that cannot prove who it is would hand it the password.  The SSL_CTX is
- * made for one set of TLS settings and made again when they change.
+ * made for one set of TLS settings and made again when they change, when
+ * one of its files changed since it read them (a certificate or CA
+ * rotated in place: another inode, size or modification time), and after
+ * a handshake that failed on a certificate, so a long-lived backend picks
+ * up rotated files at its next connection.
  *
  * The same settings serve every node of every mode: the standalone
  * server, each cluster node, each Sentinel and the master the Sentinels
@@ -37,6 +41,7 @@
 #include <arpa/inet.h>
 #include <limits.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <hiredis/sds.h>
 #include <openssl/err.h>
@@ -47,9 +52,19 @@
 #include "ratelimit.h"
 #include "rl_link.h"
 
-/* The context of the current TLS settings, and those settings. */
+/* One file of the TLS settings as the context read it. */
+typedef struct RlTlsFileId
+{
+	dev_t		dev;
+	ino_t		ino;
+	off_t		size;
+	struct timespec mtime;		/* all zero: no file (or none set) */
+} RlTlsFileId;
+
+/* The context of the current TLS settings, those settings and files. */
 static SSL_CTX *rl_tls_ctx = NULL;
 static char *rl_tls_ctx_settings = NULL;
+static RlTlsFileId rl_tls_ctx_files[3];	/* CA, certificate, key */
 
 /* The setting the last TLS failure points at, or NULL (an outage). */
 static const char *rl_tls_setting = NULL;
@@ -101,6 +116,26 @@ rl_tls_clear(void)
 		ERR_clear_error();
 }
 
+/*
+ * What the file at path is now (all zero when path is empty or stat
+ * fails: the load then says why).  A certificate rotated in place changes
+ * at least one of these: a new file moved over it (inode), or one
+ * rewritten (size, modification time).
+ */
+static void
+rl_tls_file_id(const char *path, RlTlsFileId *id)
+{
+	struct stat st;
+
+	memset(id, 0, sizeof(*id));
+	if (path[0] == '\0' || stat(path, &st) != 0)
+		return;
+	id->dev = st.st_dev;
+	id->ino = st.st_ino;
+	id->size = st.st_size;
+	id->mtime = st.st_mtim;
+}
+
 /* Drops the SSL_CTX, so the next TLS connection reads the files again. */
 void
 rl_tls_forget(void)
@@ -114,20 +149,28 @@ rl_tls_forget(void)
 }
 
 /*
- * Makes the SSL_CTX for the current TLS settings, unless it is there:
- * the CA file (else the system's authorities), the client certificate and
- * key.  False, with the setting to fix and the reason, when a file cannot
- * be used; no context is kept then, so the next attempt reads them again.
+ * Makes the SSL_CTX for the current TLS settings, unless it is there and
+ * its files are as it read them: the CA file (else the system's
+ * authorities), the client certificate and key.  False, with the setting
+ * to fix and the reason, when a file cannot be used; no context is kept
+ * then, so the next attempt reads them again.  Three stat calls per new
+ * connection, none per call.
  */
 bool
 rl_tls_prepare(const char **setting, char *why, size_t whysize)
 {
 	char	   *settings;
 	SSL_CTX    *ctx;
+	RlTlsFileId files[3];
 
 	settings = psprintf("%s\n%s\n%s", rl_redis_tls_ca_file,
 						rl_redis_tls_cert_file, rl_redis_tls_key_file);
-	if (rl_tls_ctx != NULL && strcmp(settings, rl_tls_ctx_settings) == 0)
+	/* Taken before the files are read: a change meanwhile reloads again. */
+	rl_tls_file_id(rl_redis_tls_ca_file, &files[0]);
+	rl_tls_file_id(rl_redis_tls_cert_file, &files[1]);
+	rl_tls_file_id(rl_redis_tls_key_file, &files[2]);
+	if (rl_tls_ctx != NULL && strcmp(settings, rl_tls_ctx_settings) == 0 &&
+		memcmp(files, rl_tls_ctx_files, sizeof(files)) == 0)
 	{
 		pfree(settings);
 		return true;
@@ -202,6 +245,7 @@ rl_tls_prepare(const char **setting, char *why, size_t whysize)
 	}
 	rl_tls_ctx = ctx;
 	rl_tls_ctx_settings = MemoryContextStrdup(TopMemoryContext, settings);
+	memcpy(rl_tls_ctx_files, files, sizeof(files));
 	pfree(settings);
 	return true;
 }
@@ -249,6 +293,9 @@ rl_tls_start(redisContext *c, const char *host)
  * at (rl_tls_error_setting): a certificate that did not verify (which
  * check failed, from OpenSSL's own words), a server that refused our
  * client certificate or wanted one, a peer that does not speak TLS.
+ * After a certificate failed either way the context is dropped, so the
+ * next attempt reads the files again: a rotation that kept a file's
+ * size and modification time is picked up then.
  */
 static RlIo
 rl_tls_failed(SSL *ssl, redisContext *c, int ret)
@@ -278,6 +325,7 @@ rl_tls_failed(SSL *ssl, redisContext *c, int ret)
 				 "TLS: the server's certificate did not verify: %s",
 				 X509_verify_cert_error_string(verify));
 		ERR_clear_error();
+		rl_tls_forget();
 		return RL_IO_ERROR;
 	}
 	if (err == SSL_ERROR_ZERO_RETURN ||
@@ -301,6 +349,7 @@ rl_tls_failed(SSL *ssl, redisContext *c, int ret)
 		case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
 		case SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE:
 			rl_tls_setting = "ratelimit.redis_tls_cert_file and ratelimit.redis_tls_key_file";
+			rl_tls_forget();
 			break;
 		case SSL_R_WRONG_VERSION_NUMBER:
 		case SSL_R_PACKET_LENGTH_TOO_LONG:

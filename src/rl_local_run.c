@@ -227,14 +227,18 @@ rl_local_ms(double us)
 
 /*
  * layered.lua: every rule checked, all consumed or none.  RL_ROOM_OK, or
- * why there was no room (nothing was changed then).
+ * why there was no room (nothing was changed then).  With the marker '?'
+ * (the check round of a statement over many hash slots) the rules are only
+ * checked, as the script does: the reply is the one '=' would give, and
+ * nothing is written or reserved, so a check never needs room.
  */
 static RlLocalRoom
 rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 {
 	int			n = call->nkeys;
 	const char *const *argv = call->params + n;
-	bool		uniform = strcmp(argv[1], "=") == 0;
+	bool		check_only = strcmp(argv[1], "?") == 0;
+	bool		uniform = check_only || strcmp(argv[1], "=") == 0;
 	double		pinned = rl_local_pinned(argv[0]);
 	double		wall = pinned > 0 ? 0 : rl_local_wall_clock();
 	double		now;
@@ -285,8 +289,8 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 	/* The entries found so far are kept from the reclaim of a full one. */
 	for (int i = 0; i < n && !full; i++)
 		entries[i] = rl_local_find(call->params[i], call->paramlen[i],
-								   hashes[i], now, cost[i] > 0, &full,
-								   entries, i);
+								   hashes[i], now, cost[i] > 0 && !check_only,
+								   &full, entries, i);
 	if (full)
 		room = RL_ROOM_NO_ENTRY;
 	else
@@ -315,7 +319,7 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 				reset = Max(reset, rl_local_ms(res[i].reset));
 			}
 			/* The same rule twice is one entry, written twice. */
-			for (int i = 0; i < n && room == RL_ROOM_OK; i++)
+			for (int i = 0; i < n && room == RL_ROOM_OK && !check_only; i++)
 			{
 				int			need = 1;
 
@@ -325,7 +329,7 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 								   &(RlLocalHeld) {parts, nparts, entries, n}))
 					room = RL_ROOM_NO_LOG;
 			}
-			for (int i = 0; i < n && room == RL_ROOM_OK; i++)
+			for (int i = 0; i < n && room == RL_ROOM_OK && !check_only; i++)
 			{
 				if (res[i].apply)
 					rl_local_write(algo[i], entries[i], &res[i], now);

@@ -64,6 +64,8 @@ struct RlNode
 	RlNodeScripts scripts;		/* what it lost or refuses (rl_scripts.c) */
 	instr_time	sent_at;		/* the round trip out, for rl_stats_rtt */
 
+	RlNode	   *next_retired;	/* rl_conn.c's list of nodes let go of */
+
 	bool		sentinel;		/* a Redis Sentinel, asked for the master */
 	const char *sentinel_setting;	/* its last failure, kept quiet: */
 	char		sentinel_error[200];	/* rl_sentinel.c reports the sum */

@@ -409,7 +409,11 @@ rl_node_step(RlNode *node, redisReply **replies, int n, int *have)
 /*
  * A wait set of the latch, the postmaster and the socket of every node
  * still in "events" (0: done), in CurrentMemoryContext; NULL when the
- * backend has no descriptor left for its epoll instance.
+ * backend has no descriptor left for its epoll instance.  The set takes
+ * that descriptor from the backend's budget itself (CreateWaitEventSet,
+ * with an ERROR when there is none): it is reserved here first, so a
+ * backend out of descriptors gets NULL, and handed back just before the
+ * set takes it (FreeWaitEventSet returns it).
  */
 static WaitEventSet *
 rl_nodes_waitset(RlNode **nodes, int nn, const uint32 *events)
@@ -418,6 +422,7 @@ rl_nodes_waitset(RlNode **nodes, int nn, const uint32 *events)
 
 	if (!AcquireExternalFD())
 		return NULL;
+	ReleaseExternalFD();
 	set = CreateWaitEventSet(CurrentMemoryContext, nn + 2);
 	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
@@ -547,17 +552,13 @@ rl_nodes_receive(RlNode **nodes, int nn, bool *ok, redisReply **replies,
 			{
 				FreeWaitEventSet(set);
 				set = NULL;
-				ReleaseExternalFD();
 			}
 		}
 	}
 	PG_FINALLY();
 	{
 		if (set != NULL)
-		{
 			FreeWaitEventSet(set);
-			ReleaseExternalFD();
-		}
 	}
 	PG_END_TRY();
 	pfree(events);

@@ -623,14 +623,17 @@ rl_cluster_pause(long ms, TimestampTz deadline)
  * send it again (*to; NULL: route it afresh, *asking: prefix ASKING).
  * asked says whether it went with ASKING: sent again to the same node
  * (TRYAGAIN, a lost script), it goes with ASKING again, or an importing
- * node would only send it back with MOVED.
+ * node would only send it back with MOVED.  A redirect to a node this
+ * backend has no room for cannot be followed: an outage for that key,
+ * recorded, its reply dropped (*rp NULL: the policy answers it).
  * The cluster's own state changes here: a MOVED fixes the slot's entry.
  */
 static bool
-rl_cluster_resend(redisReply *r, RlNode *node, RlCommand *cmd,
+rl_cluster_resend(redisReply **rp, RlNode *node, RlCommand *cmd,
 				  RlScriptCall *call, char *numkeys, int *tryagain,
 				  RlNode **to, bool asked, bool *asking, bool *pause)
 {
+	redisReply *r = *rp;
 	int			slot;
 	RlNode	   *target;
 
@@ -638,6 +641,14 @@ rl_cluster_resend(redisReply *r, RlNode *node, RlCommand *cmd,
 		return false;
 	switch (rl_cluster_redirect(r->str, node, &slot, &target))
 	{
+		case RL_REDIRECT_NO_ROOM:
+			freeReplyObject(r);
+			*rp = NULL;
+			rl_cluster_mark_stale();
+			rl_conn_set_current(node);
+			rl_conn_slot_failure("cannot follow the redirect of hash slot %d: this backend already knows %d cluster nodes",
+								 slot, RL_MAX_NODES);
+			return false;
 		case RL_REDIRECT_MOVED:
 			rl_counters.redirects++;
 			elog(DEBUG1, "ratelimit: MOVED hash slot %d to %s:%d",
@@ -748,7 +759,7 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 			{
 				if (!pending[i] || target[i] != NULL)
 					continue;
-				target[i] = rl_cluster_route(slot[i]);
+				target[i] = rl_cluster_route(slot[i], deadline);
 				if (target[i] == NULL)
 					pending[i] = false;
 				else if (hops[i] == 0)
@@ -774,6 +785,9 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 
 				if (!pending[i] || target[i] == NULL)
 					continue;
+				/* Nodes let go of mid-call may add to the known ones. */
+				if (nn == RL_MAX_NODES + 1)
+					break;		/* the rest go in the next round */
 				node = target[i];
 				nodes[nn] = node;
 				first[nn] = m;
@@ -883,7 +897,7 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
 						freeReplyObject(r);
 						r = NULL;
 					}
-					if (r != NULL && rl_cluster_resend(r, node, &cmds[i],
+					if (r != NULL && rl_cluster_resend(&r, node, &cmds[i],
 										  calls != NULL ? &calls[i] : NULL,
 										  numkeys != NULL ? numkeys + 12 * i : NULL,
 										  &tryagain[i], &target[i], asked,

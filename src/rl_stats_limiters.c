@@ -419,6 +419,12 @@ rl_stats_limiters_reset(void)
  * Keys name callers and tenants, so only superusers and members of
  * pg_read_all_stats see them, as with pg_stat_statements' query text;
  * other readers get NULL keys with the algorithm and counts.
+ *
+ * The entries are copied under the lock and emitted after it: a result
+ * larger than work_mem goes to a temporary file, and every backend adding
+ * its denials meanwhile would wait for the lock, where no cancel reaches
+ * it.  The copy costs one palloc of the table's entries (280 bytes
+ * each, stats_max_limiters at most).
  */
 Datum
 rl_stats_limiters(PG_FUNCTION_ARGS)
@@ -428,6 +434,9 @@ rl_stats_limiters(PG_FUNCTION_ARGS)
 		has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
 	HASH_SEQ_STATUS seq;
 	RlLimiterEntry *e;
+	RlLimiterEntry *copy;
+	long		n;
+	long		i = 0;
 
 	rl_stats_require();
 	InitMaterializedSRF(fcinfo, 0);
@@ -436,18 +445,28 @@ rl_stats_limiters(PG_FUNCTION_ARGS)
 		rl_pending_drop();
 	rl_stats_flush(GetCurrentTimestamp());
 	LWLockAcquire(rl_lim_shared->lock, LW_SHARED);
+	n = hash_get_num_entries(rl_lim_table);
+	copy = palloc(sizeof(RlLimiterEntry) * Max(n, 1));
 	hash_seq_init(&seq, rl_lim_table);
 	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		if (i < n)				/* no writer under LW_SHARED: always */
+			copy[i++] = *e;
+	}
+	LWLockRelease(rl_lim_shared->lock);
+
+	for (long j = 0; j < i; j++)
 	{
 		Datum		values[4];
 		bool		nulls[4] = {!may_see, false, false, false};
 
+		e = &copy[j];
 		values[0] = may_see ? CStringGetTextDatum(e->k.key) : (Datum) 0;
 		values[1] = CStringGetTextDatum(rl_algorithm_name(e->k.algorithm));
 		values[2] = Int64GetDatum(e->denied);
 		values[3] = TimestampTzGetDatum(e->last_denied);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
-	LWLockRelease(rl_lim_shared->lock);
+	pfree(copy);
 	return (Datum) 0;
 }

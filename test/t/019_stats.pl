@@ -10,7 +10,10 @@
 # denied evicted.  A Redis stalled for 200 ms shows in the round-trip
 # percentiles, a timed-out call as a "timeout" failure.  Keys are shown
 # to pg_monitor members, hidden from a role granted the view alone; only a
-# superuser resets.
+# superuser resets.  A session reading a table of 3000 limiters whose
+# result goes slowly to a temporary file (strace delays its writes) does
+# not hold the table's lock meanwhile: another session adds its denials at
+# once.
 
 use strict;
 use warnings;
@@ -18,10 +21,11 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
+use Time::HiRes qw(time usleep);
+use IPC::Run;
 
 use RLRedis
-  qw(rl_node rl_session rl_run rl_start rl_finish rl_wait_for rl_wait_extension);
+  qw(rl_node rl_session rl_run rl_start rl_finish rl_wait_for rl_wait_extension fact);
 
 my $redis = RLRedis->new(name => 'r019');
 my $node = rl_node('c019', $redis, "ratelimit.stats_max_limiters = 10\n");
@@ -225,6 +229,69 @@ REVOKE SELECT ON rl_stats_limiters FROM regress_rl_granted;
 REVOKE EXECUTE ON FUNCTION rl_stats_limiters() FROM regress_rl_granted;
 DROP ROLE regress_rl_mon, regress_rl_granted, regress_rl_none;
 });
+
+# 7. The reader does not hold the table's lock while it builds its
+# result.  3000 limiters denied once each; a reader with work_mem 64 kB,
+# whose result (some 400 kB) goes to a temporary file, each write of it
+# delayed 50 ms by strace; while it writes, another session with a denial
+# pending reads the view, which adds that denial first: the table's lock,
+# exclusively.  It must not wait for the reader.
+SKIP:
+{
+	skip 'strace is not installed', 6
+	  unless grep { -x "$_/strace" } split /:/, $ENV{PATH} . ':/usr/bin';
+	$admin->quit;
+	$node->append_conf('postgresql.conf', "ratelimit.stats_max_limiters = 5000\n");
+	$node->restart;
+	$admin = rl_session($node);
+	my $keys = "ARRAY(SELECT 'many:' || g FROM generate_series(1, 3000) g)";
+	my $d = rl_session($node);
+	rl_run($d, "SELECT count(*) FROM rl_allow_many($keys, 'fixed_window', 1, '1 hour')");
+	my ($denied) = rl_run($d,
+		"SELECT count(*) FILTER (WHERE NOT allowed) FROM rl_allow_many($keys, 'fixed_window', 1, '1 hour')");
+	my ($entries) = rl_run($d, 'SELECT count(*) FROM rl_stats_limiters');
+	is("$denied $entries", '3000 3000', 'lock: 3000 limiters denied, 3000 entries');
+	$d->quit;
+
+	my $r = rl_session($node);
+	my $w = rl_session($node);
+	rl_run($r, "SET work_mem = '64kB'");
+	my ($rpid) = rl_run($r, 'SELECT pg_backend_pid()');
+	rl_run($w, flood_sql('warm', 10, 1));    # a warm link, no denial
+	my $trace = PostgreSQL::Test::Utils::tempdir . '/strace.out';
+	my ($out, $err) = ('', '');
+	my $strace = IPC::Run::start(
+		[ 'strace', '-p', $rpid, '-e', 'trace=pwrite64', '-e',
+			'inject=pwrite64:delay_enter=50000', '-o', $trace ],
+		'<', \undef, '>', \$out, '2>', \$err);
+	my $attached = rl_wait_for(sub { $strace->pump_nb; $err =~ /attached/ }, 10);
+	if (!defined $attached)
+	{
+		$strace->kill_kill;
+		skip "strace could not attach to the backend: $err", 5;
+	}
+
+	my $t0 = time;
+	rl_start($r, 'SELECT count(*) FROM rl_stats_limiters()');
+	# The reader is writing its result once its first write is done.
+	my $writing = rl_wait_for(sub { -s $trace && slurp_file($trace) =~ /pwrite64/ }, 10);
+	# One denial, added at its commit or by the read: either way the lock.
+	my ($wout, $werr, $wt) = rl_run($w, flood_sql('w', 1, 2)
+		  . "; SELECT denied FROM rl_stats_limiters WHERE key LIKE '%:w}:fixed_window:1:3600000ms'");
+	my ($rout) = rl_finish($r);
+	my $rt = time - $t0;
+	$strace->kill_kill;
+	ok(defined $writing, 'lock: the reader writes its result to a temporary file, slowly');
+	is($rout, '3000', 'lock: the reader read the 3000 entries');
+	cmp_ok($rt, '>', 1.0, sprintf('lock: the reader took %.0f ms', $rt * 1000));
+	is("$wout$werr", "1|1\n1", 'lock: the other session added its denial and read it');
+	cmp_ok($wt, '<', 0.5,
+		sprintf('lock: meanwhile, without waiting for the reader (%.0f ms)', $wt * 1000));
+	fact('figure.019', sprintf('a reader of 3000 limiters writing its result slowly (%.0f ms): '
+			. 'another session added a denial meanwhile in %.0f ms', $rt * 1000, $wt * 1000));
+	$r->quit;
+	$w->quit;
+}
 
 $admin->quit;
 $node->stop;

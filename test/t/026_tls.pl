@@ -8,8 +8,9 @@
 # setting; plaintext against the TLS port and TLS against the plaintext
 # port end within the timeouts with distinct errors; cancel and
 # statement_timeout end a stalled handshake and a stalled read; a
-# restarted server is reconnected; the password is in no message and in
-# no CLIENT LIST.  Ports 16700-16749.
+# restarted server is reconnected, also after its CA and certificate were
+# rotated in place (the same paths), by the same long-lived session; the
+# password is in no message and in no CLIENT LIST.  Ports 16700-16749.
 
 use strict;
 use warnings;
@@ -311,6 +312,88 @@ is(cli('CONFIG', 'SET', 'tls-auth-clients', 'no'), 'OK', 'client certificates op
 	ok(defined $ok, 'restart: answers again over TLS');
 	my @keys = grep { /tls:f2/ } split /\n/, cli('KEYS', '*') // '';
 	is(scalar(@keys), 1, 'restart: counted on the new server');
+}
+
+# 6b. The CA and the server's certificate rotated in place: new files
+# moved over the same paths (new inodes), the server restarted with them.
+# The long-lived session $s, whose TLS context read the old CA, verifies
+# the new certificate at its first call: Redis answers at once, in the
+# same backend.  The CA files are padded to one size (PEM ignores what
+# lies outside its blocks) and given one modification time, for 6c.
+my $fixed_mtime = int(time) - 3600;
+
+sub pad_to
+{
+	my ($file, $size) = @_;
+	my $pem = slurp_file($file);
+	die "$file is larger than $size bytes" if length($pem) > $size;
+	open my $fh, '>', $file or die "$file: $!";
+	print $fh $pem . ("\n" x ($size - length($pem)));
+	close $fh;
+	return;
+}
+
+# A new CA and a server certificate it signs, in $dir/$name.
+sub new_certs
+{
+	my ($name) = @_;
+	my $new = "$dir/$name";
+	mkdir $new or die "$new: $!";
+	rl_tls_ca($new, 'ca');
+	rl_tls_cert($new, 'server', 'ca', 2,
+		"subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth");
+	pad_to("$new/ca.crt", 4096);
+	return $new;
+}
+
+my $rot = "SELECT allowed, remaining FROM rl_allow('tls:rot', 'fixed_window', 100, '1 hour')";
+{
+	my $pid = pid_of($s);
+	is((run($s, $rot))[0], 't|99', 'rotation: answered before');
+	my $new = new_certs('rot1');
+	for my $f (qw(ca.crt server.crt server.key))
+	{
+		rename("$new/$f", "$dir/$f") or die "rename $f: $!";
+	}
+	utime($fixed_mtime, $fixed_mtime, "$dir/ca.crt") or die "utime: $!";
+	redis_kill();
+	redis_start();
+	my ($out, $err) = run($s, $rot);
+	# The restarted server starts empty (no persistence): 99 again.
+	is($out, 't|99', 'rotation: the first call after the restart verifies the new certificate');
+	unlike($err, qr/WARNING/, 'rotation: no failure on the way') or diag($err);
+	is(pid_of($s), $pid, 'rotation: the same PostgreSQL session');
+}
+
+# 6c. Rotated again, the new CA written over the old file in place, its
+# size and modification time kept (a copy that keeps times can do this):
+# the file looks as the context read it, so the first connection fails
+# to verify the new certificate.  That failure drops the context: the
+# next attempt, after retry_interval (100 ms), reads the files again.
+{
+	my $new = new_certs('rot2');
+	my $pem = slurp_file("$new/ca.crt");
+	my $ino = (stat "$dir/ca.crt")[1];
+	open my $fh, '+<', "$dir/ca.crt" or die "ca.crt: $!";
+	print $fh $pem;
+	close $fh;
+	utime($fixed_mtime, $fixed_mtime, "$dir/ca.crt") or die "utime: $!";
+	my @st = stat "$dir/ca.crt";
+	is("$st[1] $st[7] $st[9]", "$ino 4096 $fixed_mtime",
+		'rotation in place: the CA file keeps its inode, size and time');
+	for my $f (qw(server.crt server.key))
+	{
+		rename("$new/$f", "$dir/$f") or die "rename $f: $!";
+	}
+	redis_kill();
+	redis_start();
+	my ($o1) = run($s, $rot);
+	is($o1, 't|', 'rotation in place: the first call fails to verify, the policy answers');
+	like(rl_status_of($s)->{last_error}, qr/did not verify/, 'rotation in place: last_error says why');
+	usleep(150_000);
+	my ($o2, $e2) = run($s, $rot);
+	is($o2, 't|99', 'rotation in place: the next attempt reads the CA again and verifies')
+	  or diag($e2);
 }
 
 # 7. The password: in no message, log line or CLIENT LIST.
