@@ -141,19 +141,7 @@ sentinel auth-pass replonly $pw
 sentinel down-after-milliseconds replonly 60000
 sentinel failover-timeout replonly 600000
 EOF
-		IPC::Run::run [ 'redis-server', $conf, '--sentinel' ],
-		  '>', \my $out, '2>', \my $err;
-		for (1 .. 100)
-		{
-			if (-s "$dir/sentinel.pid" && defined $s->cli('PING'))
-			{
-				open my $fh, '<', "$dir/sentinel.pid" or die;
-				chomp($s->{pid} = <$fh>);
-				close $fh;
-				last;
-			}
-			usleep(50_000);
-		}
+		start_sentinel($s, $conf);
 		die "sentinel on port $port did not start" unless $s->{pid};
 		push @{ $self->{sentinels} }, $s;
 	}
@@ -306,6 +294,29 @@ sub restart_as_master
 	$n->start or die "redis-server on port " . $n->port . " did not restart";
 }
 
+# Starts the Sentinel $s (an RLRedis) from its config file $conf, which
+# daemonizes it with its pid file in $s->{dir}, and waits up to 5 s for it
+# to answer; $s->{pid} is then set.  Returns what redis-server wrote to
+# stderr, for the caller's message when it did not start.
+sub start_sentinel
+{
+	my ($s, $conf) = @_;
+	IPC::Run::run [ 'redis-server', $conf, '--sentinel' ],
+	  '>', \my $out, '2>', \my $err;
+	for (1 .. 100)
+	{
+		if (-s "$s->{dir}/sentinel.pid" && defined $s->cli('PING'))
+		{
+			open my $fh, '<', "$s->{dir}/sentinel.pid" or die;
+			chomp($s->{pid} = <$fh>);
+			close $fh;
+			last;
+		}
+		usleep(50_000);
+	}
+	return $err // '';
+}
+
 # A lone Sentinel without a password, on the first free port from 16690
 # (under tls => {...} also on TLS port $opt{tls_port}), with the config
 # lines $opt{conf} (users, monitors).  Killed by kill_lone, or with the
@@ -336,19 +347,7 @@ sub lone_sentinel
 		"port $port\nbind 127.0.0.1\ndaemonize yes\n"
 		  . "pidfile $dir/sentinel.pid\nlogfile $dir/sentinel.log\ndir $dir\n"
 		  . ($opt{conf} // ''));
-	IPC::Run::run [ 'redis-server', $conf, '--sentinel' ],
-	  '>', \my $out, '2>', \my $err;
-	for (1 .. 100)
-	{
-		if (-s "$dir/sentinel.pid" && defined $s->cli('PING'))
-		{
-			open my $fh, '<', "$dir/sentinel.pid" or die;
-			chomp($s->{pid} = <$fh>);
-			close $fh;
-			last;
-		}
-		usleep(50_000);
-	}
+	my $err = start_sentinel($s, $conf);
 	die "lone Sentinel on port $port did not start: $err" unless $s->{pid};
 	push @{ $self->{lone} }, $s;
 	return $s;
