@@ -1,7 +1,7 @@
 # Makefile
 #
 # PGXS build for the ratelimit extension.  The Lua scripts in lua/ are
-# embedded into the shared library at build time (src/rl_scripts_gen.h);
+# embedded into the shared library at build time (src/redis/rl_scripts_gen.h);
 # nothing under lua/ is read at run time.
 
 EXTENSION = ratelimit
@@ -15,25 +15,25 @@ OBJS = \
 	src/rl_cache.o \
 	src/rl_stats.o \
 	src/rl_stats_limiters.o \
-	src/rl_conn.o \
-	src/rl_connect.o \
-	src/rl_roundtrip.o \
-	src/rl_link.o \
-	src/rl_cluster.o \
-	src/rl_sentinel.o \
-	src/rl_scripts.o \
+	src/redis/rl_conn.o \
+	src/redis/rl_connect.o \
+	src/redis/rl_roundtrip.o \
+	src/redis/rl_link.o \
+	src/redis/rl_cluster.o \
+	src/redis/rl_sentinel.o \
+	src/redis/rl_scripts.o \
 	src/rl_engine.o \
 	src/rl_batch.o \
 	src/rl_layered.o \
-	src/rl_trigger.o \
-	src/rl_trigger_statement.o \
-	src/rl_trigger_slots.o \
-	src/rl_groups.o \
+	src/trigger/rl_trigger.o \
+	src/trigger/rl_trigger_statement.o \
+	src/trigger/rl_trigger_slots.o \
+	src/trigger/rl_groups.o \
 	src/rl_postgrest.o \
-	src/rl_local_store.o \
-	src/rl_local_algo.o \
-	src/rl_local_log.o \
-	src/rl_local_run.o \
+	src/local/rl_local_store.o \
+	src/local/rl_local_algo.o \
+	src/local/rl_local_log.o \
+	src/local/rl_local_run.o \
 	src/rl_acquire.o
 
 DATA = sql/ratelimit--0.1.0.sql sql/ratelimit--0.1.0--0.2.0.sql \
@@ -47,7 +47,7 @@ PGFILEDESC = "ratelimit - distributed rate limiting over Redis"
 # since names such as security.md would clash with other extensions' docs.
 DOCS = $(wildcard doc/*.md)
 
-PG_CPPFLAGS = -Isrc
+PG_CPPFLAGS = -Isrc -Isrc/redis -Isrc/local -Isrc/trigger
 SHLIB_LINK += -lhiredis -lssl -lcrypto
 
 # pg_regress suites; each needs a Redis server reachable through the
@@ -56,7 +56,7 @@ REGRESS = basic algorithms burst acquire errors settings local shadow stats batc
 REGRESS_OPTS = --load-extension=ratelimit
 
 LUA_SCRIPTS = $(wildcard lua/*.lua)
-EXTRA_CLEAN = src/rl_scripts_gen.h
+EXTRA_CLEAN = src/redis/rl_scripts_gen.h
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -72,12 +72,12 @@ uninstall-ratelimit-docs:
 	-rmdir '$(DESTDIR)$(docdir)/$(docmoduledir)'
 .PHONY: uninstall-ratelimit-docs
 
-src/rl_scripts_gen.h: $(LUA_SCRIPTS) src/gen_scripts.sh
+src/redis/rl_scripts_gen.h: $(LUA_SCRIPTS) src/gen_scripts.sh
 	sh src/gen_scripts.sh lua > $@.tmp && mv $@.tmp $@
 
-src/rl_scripts.o: src/rl_scripts_gen.h
+src/redis/rl_scripts.o: src/redis/rl_scripts_gen.h
 
 # PGXS tracks no header dependencies: rebuild every object when one changes.
 # The generated header is only rl_scripts.o's (above): listed for all, it
 # would be found only by a second make, which would then rebuild everything.
-$(OBJS): $(filter-out src/rl_scripts_gen.h,$(wildcard src/*.h))
+$(OBJS): $(filter-out src/redis/rl_scripts_gen.h,$(wildcard src/*.h src/*/*.h))

@@ -2,11 +2,11 @@
 #
 # gen_scripts.sh
 #
-# Builds src/rl_scripts_gen.h from the Lua sources: one C string per
+# Builds src/redis/rl_scripts_gen.h from the Lua sources: one C string per
 # script (common helpers + algorithms + a main part) and its SHA1, which
 # EVALSHA needs.  Run by the Makefile; the output is never edited by hand.
 #
-# usage: sh src/gen_scripts.sh LUADIR > src/rl_scripts_gen.h
+# usage: sh src/gen_scripts.sh LUADIR > src/redis/rl_scripts_gen.h
 #        sh src/gen_scripts.sh LUADIR NAME   prints script NAME as Redis
 #                                            runs it (test/bench uses it)
 

@@ -4,7 +4,7 @@
  *	  The ceiling a hiredis client can reach with ratelimit's own script.
  *
  * Runs the token bucket script (the very text and SHA1 the extension
- * embeds, from src/rl_scripts_gen.h) with EVALSHA over one blocking
+ * embeds, from src/redis/rl_scripts_gen.h) with EVALSHA over one blocking
  * hiredis connection, one call at a time and pipelined, and prints calls
  * per second.  The benchmark compares rl_allow with these numbers: the
  * difference is what PostgreSQL and the extension add.

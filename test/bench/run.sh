@@ -344,7 +344,7 @@ if [ "${RL_BENCH_ONLY:-}" = sentinel ]; then
 fi
 
 echo "1. Floors and ceilings, and rl_allow at c=1 beside them (5 interleaved slices)"
-gcc -O2 -I"$RL_ROOT/src" -o "$W/hb" "$HERE/rl_hiredis_bench.c" -lhiredis || exit 1
+gcc -O2 -I"$RL_ROOT/src/redis" -o "$W/hb" "$HERE/rl_hiredis_bench.c" -lhiredis || exit 1
 script select1 <<< 'SELECT 1;'
 script tb-hot <<< "SELECT allowed FROM rl_allow('hot', 'token_bucket', 100, '1 second');"
 slice=$(( (SECS + 2) / 3 + 1 ))

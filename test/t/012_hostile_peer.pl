@@ -604,7 +604,7 @@ sub asan_node
 	copy("$root/$_", "$dir/src/$_") or return (undef, undef, "cannot copy $_: $!")
 	  for qw(Makefile ratelimit.control);
 	# Objects of the plain build must not stand in for instrumented ones.
-	unlink "$dir/src/src/rl_scripts_gen.h", glob("$dir/src/src/*.o"), glob("$dir/src/src/*.bc");
+	unlink "$dir/src/src/redis/rl_scripts_gen.h", glob("$dir/src/src/*.o"), glob("$dir/src/src/*/*.o"), glob("$dir/src/src/*.bc"), glob("$dir/src/src/*/*.bc");
 	my $log = "$dir/build.log";
 	system("make -C '$dir/src' -s with_llvm=no "
 		  . "PG_CFLAGS='-fsanitize=address --param asan-stack=0 -fno-omit-frame-pointer -g' "

@@ -16,7 +16,7 @@
 # hole being lifted; and that nothing is counted that did not get a
 # Redis answer.  That last point needs care: a link dropped with a
 # command unacknowledged leaves the kernel retransmitting it once the path
-# is back, unless the link is reset (see rl_discard in src/rl_conn.c).
+# is back, unless the link is reset (see rl_discard in src/redis/rl_conn.c).
 
 BEGIN
 {

@@ -2,7 +2,7 @@
 #
 # A batch over a Redis Cluster whose masters sit behind slow links takes
 # about the slowest master's time, not the sum of the masters' times: the
-# one wait on every master's socket (rl_nodes_receive in src/rl_roundtrip.c)
+# one wait on every master's socket (rl_nodes_receive in src/redis/rl_roundtrip.c)
 # writes each master's pipeline as its socket takes more and reads each
 # as its replies come, so the links work at once.
 #

@@ -55,7 +55,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_scripts.c
+ *	  src/redis/rl_scripts.c
  *
  *-------------------------------------------------------------------------
  */

@@ -13,7 +13,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_local.h
+ *	  src/local/rl_local.h
  *
  *-------------------------------------------------------------------------
  */

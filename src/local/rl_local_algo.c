@@ -21,7 +21,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_local_algo.c
+ *	  src/local/rl_local_algo.c
  *
  *-------------------------------------------------------------------------
  */

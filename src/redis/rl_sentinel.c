@@ -27,7 +27,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_sentinel.c
+ *	  src/redis/rl_sentinel.c
  *
  *-------------------------------------------------------------------------
  */

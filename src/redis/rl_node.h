@@ -11,7 +11,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_node.h
+ *	  src/redis/rl_node.h
  *
  *-------------------------------------------------------------------------
  */

@@ -20,7 +20,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_connect.c
+ *	  src/redis/rl_connect.c
  *
  *-------------------------------------------------------------------------
  */

@@ -27,7 +27,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_local_log.c
+ *	  src/local/rl_local_log.c
  *
  *-------------------------------------------------------------------------
  */

@@ -32,7 +32,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_link.c
+ *	  src/redis/rl_link.c
  *
  *-------------------------------------------------------------------------
  */

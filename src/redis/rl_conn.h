@@ -6,7 +6,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_conn.h
+ *	  src/redis/rl_conn.h
  *
  *-------------------------------------------------------------------------
  */

@@ -65,7 +65,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_trigger_statement.c
+ *	  src/trigger/rl_trigger_statement.c
  *
  *-------------------------------------------------------------------------
  */

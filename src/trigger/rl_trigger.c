@@ -52,7 +52,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_trigger.c
+ *	  src/trigger/rl_trigger.c
  *
  *-------------------------------------------------------------------------
  */

@@ -30,7 +30,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_conn.c
+ *	  src/redis/rl_conn.c
  *
  *-------------------------------------------------------------------------
  */

@@ -6,7 +6,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_scripts.h
+ *	  src/redis/rl_scripts.h
  *
  *-------------------------------------------------------------------------
  */

@@ -23,7 +23,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_cluster.c
+ *	  src/redis/rl_cluster.c
  *
  *-------------------------------------------------------------------------
  */

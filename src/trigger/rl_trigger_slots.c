@@ -30,7 +30,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_trigger_slots.c
+ *	  src/trigger/rl_trigger_slots.c
  *
  *-------------------------------------------------------------------------
  */

@@ -20,7 +20,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_groups.c
+ *	  src/trigger/rl_groups.c
  *
  *-------------------------------------------------------------------------
  */

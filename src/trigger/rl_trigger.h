@@ -6,7 +6,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/rl_trigger.h
+ *	  src/trigger/rl_trigger.h
  *
  *-------------------------------------------------------------------------
  */
