@@ -27,7 +27,7 @@ OBJS = \
 	src/rl_layered.o \
 	src/trigger/rl_trigger.o \
 	src/trigger/rl_trigger_statement.o \
-	src/trigger/rl_trigger_slots.o \
+	src/rl_engine_spread.o \
 	src/trigger/rl_groups.o \
 	src/rl_postgrest.o \
 	src/local/rl_local_store.o \

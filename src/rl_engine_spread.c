@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * rl_trigger_slots.c
+ * rl_engine_spread.c
  *	  The statement trigger's check against a Redis Cluster: one script per
  *	  hash slot, a check round, then a consume round.
  *
@@ -30,7 +30,7 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/trigger/rl_trigger_slots.c
+ *	  src/rl_engine_spread.c
  *
  *-------------------------------------------------------------------------
  */
