@@ -22,7 +22,9 @@ OBJS = \
 	src/redis/rl_cluster.o \
 	src/redis/rl_sentinel.o \
 	src/redis/rl_scripts.o \
+	src/redis/rl_redis.o \
 	src/rl_engine.o \
+	src/rl_policy.o \
 	src/rl_batch.o \
 	src/rl_layered.o \
 	src/trigger/rl_trigger.o \
@@ -47,7 +49,7 @@ PGFILEDESC = "ratelimit - distributed rate limiting over Redis"
 # since names such as security.md would clash with other extensions' docs.
 DOCS = $(wildcard doc/*.md)
 
-PG_CPPFLAGS = -Isrc -Isrc/redis -Isrc/local -Isrc/trigger
+PG_CPPFLAGS = -Isrc
 SHLIB_LINK += -lhiredis -lssl -lcrypto
 
 # pg_regress suites; each needs a Redis server reachable through the

@@ -5,9 +5,8 @@
  *
  * Each checks its arguments, hands the check to the engine and builds its
  * row (rl_result, rl_status); _PG_init defines the settings.  The check
- * itself is rl_engine.c's rl_check_many, whose banner follows one call
- * from here to Redis and back: one script call of the algorithm on the
- * backend's Redis connection, which Redis runs atomically with its own
+ * itself is the engine's (rl_engine.c, whose banner follows its steps):
+ * in Redis, one script call of the algorithm on the backend's connection, which Redis runs atomically with its own
  * clock, so any number of sessions, on any number of PostgreSQL servers,
  * share one exact limiter.
  *
@@ -27,15 +26,13 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
+#include "rl_args.h"
 #include "rl_cache.h"
-#include "rl_local.h"
-#include "rl_scripts.h"
+#include "rl_engine.h"
 #include "rl_stats.h"
-#include "rl_trigger.h"
+#include "trigger/rl_trigger.h"
 
 PG_MODULE_MAGIC;
-
-bool		rl_preloaded = false;
 
 PGDLLEXPORT void _PG_init(void);
 
@@ -59,8 +56,7 @@ _PG_init(void)
 	{
 		rl_cache_init();
 		rl_stats_init();
-
-		rl_local_init();
+		rl_engine_init();
 		rl_trigger_hooks_init();
 	}
 }
@@ -141,7 +137,7 @@ rl_allow_internal(FunctionCallInfo fcinfo, int64 cost, int burstarg)
 	rl_check_limiter(&limiter);
 	rl_check_cost(cost, &limiter);
 
-	rl_check_many(&limiter, &key, &keylen, &cost, 1, &answer);
+	rl_engine_check_keys(&limiter, &key, &keylen, &cost, 1, &answer);
 	return HeapTupleGetDatum(rl_answer_tuple(rl_result_desc(fcinfo), &answer));
 }
 
@@ -164,58 +160,6 @@ rl_peek(PG_FUNCTION_ARGS)
 {
 	rl_require_args(fcinfo, 4);
 	return rl_allow_internal(fcinfo, 0, 4);
-}
-
-/*
- * Deletes limiter keys in one DEL; true if any existed.  Administrative,
- * so an unavailable Redis is an ERROR whatever the failure policy says.
- * Every backend's cached denials are dropped, whatever the outcome.
- */
-bool
-rl_delete_keys(char **keys, int n)
-{
-	const char **argv = palloc(sizeof(char *) * (n + 1));
-	size_t	   *argvlen = palloc(sizeof(size_t) * (n + 1));
-	RlCommand	cmd = {n + 1, argv, argvlen};
-	redisReply *reply;
-	bool		existed;
-	bool		sent = false;
-	TimestampTz at;
-
-	argv[0] = "DEL";
-	argvlen[0] = 3;
-	for (int i = 0; i < n; i++)
-	{
-		argv[i + 1] = keys[i];
-		argvlen[i + 1] = strlen(keys[i]);
-	}
-	PG_TRY();
-	{
-		sent = rl_run_command(&cmd, &reply);
-	}
-	PG_FINALLY();
-	{
-		rl_cache_invalidate();
-	}
-	PG_END_TRY();
-	if (!sent)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("Redis server %s is unavailable", rl_conn_endpoint()),
-				 errdetail_internal("%s", rl_conn_last_error(&at))));
-	if (reply->type != REDIS_REPLY_INTEGER)
-	{
-		/* DEL answers a count; anything else is a peer out of step. */
-		freeReplyObject(reply);
-		rl_conn_drop();
-		ereport(ERROR,
-				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("unexpected reply from Redis to DEL"),
-				 errdetail("The connection to Redis was closed; the next call opens a new one.")));
-	}
-	existed = reply->integer > 0;
-	freeReplyObject(reply);
-	return existed;
 }
 
 /*
@@ -245,7 +189,7 @@ rl_reset(PG_FUNCTION_ARGS)
 	limiter.burst = rl_burst_arg(fcinfo, 4);
 	rl_check_limiter(&limiter);
 	key = rl_redis_key(key, keylen, &limiter);
-	PG_RETURN_BOOL(rl_delete_keys(&key, 1));
+	PG_RETURN_BOOL(rl_engine_reset(&key, 1));
 }
 
 /*
@@ -261,9 +205,11 @@ rl_status(PG_FUNCTION_ARGS)
 	TupleDesc	desc;
 	Datum		values[16];
 	bool		nulls[16] = {0};
-	const char *version = rl_conn_server_version();
+	const char *endpoint;
+	bool		connected;
+	const char *version;
+	const char *error;
 	TimestampTz error_at;
-	const char *error = rl_conn_last_error(&error_at);
 	int			i = 0;
 	RlCounters	mine;
 
@@ -274,9 +220,10 @@ rl_status(PG_FUNCTION_ARGS)
 			 desc->natts, (int) lengthof(values));
 	desc = BlessTupleDesc(desc);
 	rl_stats_backend_counters(&mine);
+	rl_engine_status(&endpoint, &connected, &version, &error, &error_at);
 
-	values[i++] = CStringGetTextDatum(rl_conn_status_endpoint());
-	values[i++] = BoolGetDatum(rl_conn_connected());
+	values[i++] = CStringGetTextDatum(endpoint);
+	values[i++] = BoolGetDatum(connected);
 	nulls[i] = version == NULL;
 	values[i++] = version ? CStringGetTextDatum(version) : (Datum) 0;
 	nulls[i] = error == NULL;

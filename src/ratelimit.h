@@ -1,7 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * ratelimit.h
- *	  Declarations shared by the ratelimit extension's source files.
+ *	  The types every layer of the ratelimit extension shares: algorithms,
+ *	  limiters, answers, failure reasons, counters, and the SQLSTATEs of
+ *	  its own.  Types only: settings are in rl_guc.h, functions in each
+ *	  layer's header (src/README.md).
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -13,10 +16,6 @@
 #ifndef RATELIMIT_H
 #define RATELIMIT_H
 
-#include "fmgr.h"
-#include "access/htup.h"
-#include "utils/array.h"
-#include "access/tupdesc.h"
 #include "datatype/timestamp.h"
 
 /* Algorithms, in the order of the script table (src/gen_scripts.sh). */
@@ -31,10 +30,6 @@ typedef enum RlAlgorithm
 	RL_NUM_ALGORITHMS
 } RlAlgorithm;
 
-/* Script table indexes: one per algorithm, then the layered script. */
-#define RL_SCRIPT_LAYERED	RL_NUM_ALGORITHMS
-#define RL_NUM_SCRIPTS		(RL_NUM_ALGORITHMS + 1)
-
 /* Input caps (README, "Limits"). */
 #define RL_MAX_KEY_BYTES	1024
 #define RL_MAX_LIMIT		INT64CONST(1000000000)
@@ -48,6 +43,8 @@ typedef enum RlAlgorithm
  */
 #define RL_MAX_TEST_CLOCK_MS	8e12
 #define RL_MAX_PROXY_HOPS	16
+/* Redis servers one backend knows: the seeds of ratelimit.redis_nodes, the masters. */
+#define RL_MAX_NODES		64
 
 /* ratelimit.failure_mode */
 typedef enum RlFailureMode
@@ -55,8 +52,15 @@ typedef enum RlFailureMode
 	RL_FAIL_OPEN,
 	RL_FAIL_CLOSED,
 	RL_FAIL_ERROR,
-	RL_FAIL_LOCAL				/* answered by the local engine (rl_local.h) */
+	RL_FAIL_LOCAL				/* answered by the local store */
 } RlFailureMode;
+
+/* ratelimit.engine: the store every check goes to */
+typedef enum RlEngine
+{
+	RL_ENGINE_REDIS,
+	RL_ENGINE_LOCAL
+} RlEngine;
 
 /* ratelimit.redis_mode */
 typedef enum RlRedisMode
@@ -92,53 +96,10 @@ typedef struct RlAnswer
 	int64		reset_after_ms;
 } RlAnswer;
 
-/* rl_guc.c */
-extern int	rl_redis_mode;
-extern char *rl_redis_nodes;
-extern char *rl_redis_host;
-extern int	rl_redis_port;
-extern char *rl_redis_socket;
-extern int	rl_redis_db;
-extern char *rl_redis_username;
-extern char *rl_redis_password;
-extern char *rl_redis_password_file;
-extern bool rl_redis_tls;
-extern char *rl_redis_tls_ca_file;
-extern char *rl_redis_tls_cert_file;
-extern char *rl_redis_tls_key_file;
-extern char *rl_redis_tls_server_name;
-extern int	rl_connect_timeout;
-extern int	rl_command_timeout;
-extern int	rl_failure_mode;
-extern int	rl_retry_interval;
-extern char *rl_key_prefix;
-extern bool rl_isolate_databases;
-extern bool rl_enforce;
-extern bool rl_stats_enabled;
-extern int	rl_stats_max_limiters;
-extern int	rl_trusted_proxy_hops;
-extern int	rl_ipv6_prefix;
-extern double rl_test_clock_ms;
-extern uint64 rl_settings_generation;
-extern void rl_define_settings(void);
-
-/* rl_args.c */
-extern RlAlgorithm rl_parse_algorithm(text *algo);
-extern const char *rl_algorithm_name(RlAlgorithm algorithm);
-extern int64 rl_window_us(Interval *window);
-extern void rl_check_limiter(const RlLimiter *limiter);
-extern int64 rl_burst_arg(FunctionCallInfo fcinfo, int argno);
-extern int64 rl_check_burst(int64 burst);
-extern void rl_check_cost(int64 cost, const RlLimiter *limiter);
-extern char *rl_check_key(text *key, int *len);
-extern char *rl_redis_key(const char *key, int keylen, const RlLimiter *limiter);
-extern const char *rl_clock_arg(void);
-extern void rl_require_args(FunctionCallInfo fcinfo, int nargs);
-extern Datum *rl_array_elements(ArrayType *arr, const char *what, int *n);
-
 /*
- * Failures by reason (rl_stats.failures_*): one of a small fixed set,
- * read from the failure's own message by rl_stats_failure.
+ * Why a store left a check unanswered: one of a small fixed set, named by
+ * the store where the failure happens and carried to the failure policy
+ * and to rl_stats.failures_* as it is.
  */
 typedef enum RlFailReason
 {
@@ -149,7 +110,9 @@ typedef enum RlFailReason
 	RL_FAILED_PROTOCOL,			/* a reply no command of ours can have */
 	RL_FAILED_LOST,				/* the link broke mid-call */
 	RL_FAILED_UNAVAILABLE,		/* Redis answered but cannot serve (BUSY, LOADING ...) */
-	RL_NUM_FAIL_REASONS
+	RL_NUM_FAIL_REASONS,
+	/* Not Redis's: the local store's table is full (counted as a failure only). */
+	RL_FAILED_FULL = RL_NUM_FAIL_REASONS
 } RlFailReason;
 
 /*
@@ -176,47 +139,6 @@ typedef struct RlCounters
 
 	int64		fail_local;		/* answered by the local engine for Redis */
 } RlCounters;
-
-/* rl_stats.c: the backend's slot, found on first use. */
-extern RlCounters *rl_my_counters;
-extern void rl_stats_attach(void);
-
-static inline RlCounters *
-rl_counters_ptr(void)
-{
-	if (unlikely(rl_my_counters == NULL))
-		rl_stats_attach();
-	return rl_my_counters;
-}
-
-#define rl_counters (*rl_counters_ptr())
-
-extern void rl_require_preload(void);
-
-/* ratelimit.c: the SQL entry points rl_allow, rl_peek, rl_reset, rl_status */
-extern bool rl_preloaded;
-extern HeapTuple rl_answer_tuple(TupleDesc desc, const RlAnswer *answer);
-extern bool rl_delete_keys(char **keys, int n);
-
-/*
- * rl_engine.c: runs checks and applies the failure policy (rl_scripts.h
- * has its reply half, rl_take_answers and rl_policy_answer_for).
- * rl_check_rules checks several limiters, consumed all or nothing.
- */
-extern void rl_check_many(const RlLimiter *limiter, char **keys, int *keylens,
-						  const int64 *costs, int n, RlAnswer *answers);
-extern int	rl_check_rules(char **redis_keys, const RlLimiter *limiters,
-						   const int64 *costs, int n, RlAnswer *answer);
-extern void rl_apply_enforce(RlAnswer *answers, int n);
-extern void rl_policy_answer(RlAnswer *answer);
-extern const char *rl_policy_words(void);
-
-/* rl_postgrest.c: answers in the form PostgREST turns into HTTP */
-extern bool rl_in_postgrest_request(void);
-extern char *rl_window_text(int64 window_us);
-extern void rl_raise_postgrest(const char *message, const char *details,
-							   const char *hint, const RlAnswer *answer,
-							   const RlLimiter *limiter) pg_attribute_noreturn();
 
 /* SQLSTATE of a denial raised by the triggers; PostgREST answers 429. */
 #define RL_ERRCODE_RATE_LIMITED	MAKE_SQLSTATE('P','T','4','2','9')

@@ -5,7 +5,7 @@
  *
  * A stored procedure that calls a rate-limited service in a loop wants
  * to wait until its call may go, not to handle a denial.  rl_acquire
- * checks as rl_allow does (through rl_check_many, so the deny cache, the
+ * checks as rl_allow does (through rl_engine_check_keys, so the deny cache, the
  * failure policy, shadow mode and the counters all apply), and while it
  * is denied sleeps on the backend's latch for the retry_after_ms Redis
  * gave, then checks again; the call that is admitted has consumed.  It
@@ -42,7 +42,10 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-#include "ratelimit.h"
+#include "rl_args.h"
+#include "rl_engine.h"
+#include "rl_postgrest.h"
+#include "rl_stats.h"
 
 /* The longest max_wait: statement_timeout is the tool for longer waits. */
 #define RL_MAX_WAIT_US	(INT64CONST(3600) * USECS_PER_SEC)
@@ -122,7 +125,7 @@ rl_acquire_loop(const RlLimiter *limiter, char *key, int keylen, int64 cost,
 	{
 		int64		wait_ms;
 
-		rl_check_many(limiter, &key, &keylen, &cost, 1, answer);
+		rl_engine_check_keys(limiter, &key, &keylen, &cost, 1, answer);
 		if (answer->allowed || !answer->known)
 			return;
 

@@ -25,8 +25,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
-#include "ratelimit.h"
-#include "rl_local.h"
+#include "rl_args.h"
 
 /*
  * The algorithms' names, with their lengths, so that parsing compares a

@@ -28,7 +28,10 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "ratelimit.h"
+#include "rl_args.h"
+#include "rl_engine.h"
+#include "rl_postgrest.h"
+#include "rl_stats.h"
 
 /*
  * Keys per round trip.  All replies of a round trip must arrive within
@@ -171,8 +174,8 @@ rl_allow_many(PG_FUNCTION_ARGS)
 		MemoryContext old = MemoryContextSwitchTo(chunk);
 
 		CHECK_FOR_INTERRUPTS();
-		rl_check_many(&limiter, keyptrs + i, keylens + i, costs + i,
-					  Min(RL_BATCH_CHUNK, n - i), answers + i);
+		rl_engine_check_keys(&limiter, keyptrs + i, keylens + i, costs + i,
+							 Min(RL_BATCH_CHUNK, n - i), answers + i);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(chunk);
 	}

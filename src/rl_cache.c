@@ -47,7 +47,7 @@
 #include "utils/timestamp.h"
 
 #include "rl_cache.h"
-#include "rl_local.h"
+#include "rl_guc.h"
 
 /* Entries at most; an overflowing cache first drops what has expired. */
 #define RL_CACHE_MAX	4096

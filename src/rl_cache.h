@@ -13,9 +13,8 @@
 #ifndef RL_CACHE_H
 #define RL_CACHE_H
 
-#include "ratelimit.h"
+#include "rl_guc.h"
 
-extern bool rl_deny_cache;
 
 extern void rl_cache_init(void);
 extern uint64 rl_cache_epoch(void);

@@ -1,31 +1,34 @@
 /*-------------------------------------------------------------------------
  *
  * rl_engine_spread.c
- *	  The statement trigger's check against a Redis Cluster: one script per
- *	  hash slot, a check round, then a consume round.
+ *	  A statement's keys across a store's partitions (Redis Cluster's hash
+ *	  slots): one check per partition, a check round, then a consume round.
  *
  * A Lua script may touch keys of one hash slot only, and a statement's
- * keys are spread over many slots (and masters).  So in cluster mode
- * rl_check_groups hands its keys here.  They are grouped by slot, each
- * slot's keys (RL_STATEMENT_CHUNK at most per script) become one layered
- * script, and the scripts are pipelined per master, every master at once
- * (rl_run_scripts).
+ * keys are spread over many slots (and masters).  So when the store has
+ * partitions (RlStoreOps.partition), rl_engine_check_statement hands its
+ * keys here.  They are grouped by partition, each partition's keys (chunk
+ * at most per check) become one check of uniform rules, and the checks go
+ * to the store together (it pipelines them per master, every master at
+ * once).
  *
- * - Keys in one script: that script is the whole check, all or nothing,
- *   exactly as in standalone mode.
- * - Keys in several scripts: two rounds.  First every script runs with
- *   the check-only marker ('?' in lua/layered.lua): nothing is consumed.
- *   If any refuses, the statement fails and no key was charged anywhere.
- *   Otherwise every script runs again to consume.  Another session may
- *   have consumed between the rounds, so a script can now refuse: the
- *   statement fails then, and the scripts that admitted stay charged.
- *   So a race can charge keys of a statement that was then refused, but
- *   never admits more than a limit: each script is still atomic and exact
- *   on its keys.
+ * - Keys in one check: that check is the whole statement, all or nothing,
+ *   exactly as with one partition.
+ * - Keys in several checks: two rounds.  First every check runs check-only
+ *   ('?' in lua/layered.lua): nothing is consumed.  If any refuses, the
+ *   statement fails and no key was charged anywhere.  Otherwise every
+ *   check runs again to consume.  Another session may have consumed
+ *   between the rounds, so a check can now refuse: the statement fails
+ *   then, and the checks that admitted stay charged.  So a race can charge
+ *   keys of a statement that was then refused, but never admits more than
+ *   a limit: each check is still atomic and exact on its keys.
  *
- * A check-only script has no effect, so an unknown outcome in the first
- * round costs nothing; its scripts are not run again in the second round
- * (their master just failed), they get the failure policy's answer.
+ * A check-only check has no effect, so an unknown outcome in the first
+ * round costs nothing; its checks are not run again in the second round
+ * (their master just failed): the failure policy's answer stands.
+ *
+ * The statement counts as one call, its outcome as one allowed or denied
+ * (rl_engine_settle), whatever the number of checks.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -38,141 +41,109 @@
 
 #include "miscadmin.h"
 
-#include "rl_cluster.h"
-#include "rl_scripts.h"
-#include "rl_trigger.h"
+#include "rl_engine_int.h"
+#include "rl_stats.h"
 
-/* Scripts per rl_run_scripts, as rl_allow_many's keys per round trip. */
-#define RL_SLOTS_BATCH	1000
+/* Checks per call of the store, as rl_allow_many's keys per round trip. */
+#define RL_SPREAD_BATCH	1000
 
-/* One script: keys first..first+n-1 of the slot-sorted order. */
-typedef struct RlSlotScript
+/* One check: keys first..first+n-1 of the partition-sorted order. */
+typedef struct RlSpreadCheck
 {
 	int			first;
 	int			n;
 	RlAnswer	answer;
 	int			tightest;		/* index into the caller's keys, or -1 */
-} RlSlotScript;
+} RlSpreadCheck;
 
-static int	rl_slot_cmp(const void *a, const void *b, void *arg);
-
-/* Sorts by slot, then by the key's place in the statement. */
+/* Sorts by partition, then by the key's place in the statement. */
 static int
-rl_slot_cmp(const void *a, const void *b, void *arg)
+rl_spread_cmp(const void *a, const void *b, void *arg)
 {
-	const int  *slot = arg;
+	const int  *part = arg;
 	int			ia = *(const int *) a;
 	int			ib = *(const int *) b;
 
-	if (slot[ia] != slot[ib])
-		return slot[ia] < slot[ib] ? -1 : 1;
+	if (part[ia] != part[ib])
+		return part[ia] < part[ib] ? -1 : 1;
 	return ia < ib ? -1 : (ia > ib);
 }
 
 /*
- * The layered script of one slot's keys, in its uniform form ('=', or
- * '?' to check only): keys, clock, marker, algorithm, limit, window,
- * capacity (the burst, or the limit), costs.
+ * Runs the checks marked in run[] (all when run is NULL), RL_SPREAD_BATCH
+ * per call of the store, and fills each one's answer and the key that
+ * decided it (-1 for the policy's answer).
  */
 static void
-rl_slot_call(RlScriptCall *call, const RlLimiter *limiter, char **keys,
-			 const int64 *costs, const int *order, const RlSlotScript *s,
-			 bool check_only)
+rl_spread_round(const RlLimiter *limiter, char **keys, const int64 *costs,
+				const int *order, RlSpreadCheck *checks, int nchecks,
+				const bool *run, bool check_only, RlWaitWork work)
 {
-	int			p = 0;
-
-	rl_script_call_init(call, RL_SCRIPT_LAYERED, s->n, 2 * s->n + 6);
-	for (int k = 0; k < s->n; k++)
-		rl_script_call_set(call, p++, keys[order[s->first + k]]);
-	rl_script_call_set(call, p++, rl_clock_arg());
-	rl_script_call_set(call, p++, check_only ? "?" : "=");
-	rl_script_call_set(call, p++, rl_algorithm_name(limiter->algorithm));
-	rl_script_call_set(call, p++, psprintf(INT64_FORMAT, limiter->limit));
-	rl_script_call_set(call, p++, psprintf(INT64_FORMAT, limiter->window_us));
-	rl_script_call_set(call, p++, psprintf(INT64_FORMAT, rl_capacity(limiter)));
-	for (int k = 0; k < s->n; k++)
-		rl_script_call_set(call, p++,
-						   psprintf(INT64_FORMAT, costs[order[s->first + k]]));
-}
-
-/*
- * Runs the scripts marked in run[] (all when run is NULL), pipelined,
- * RL_SLOTS_BATCH per call of rl_run_scripts, and fills each one's answer
- * and tightest key.  A script Redis did not answer gets the policy's
- * answer (tightest -1).
- */
-static void
-rl_slots_round(const RlLimiter *limiter, char **keys, const int64 *costs,
-			   const int *order, RlSlotScript *scripts, int nscripts,
-			   const bool *run, bool check_only)
-{
-	RlScriptCall *calls = palloc(sizeof(RlScriptCall) * Min(nscripts, RL_SLOTS_BATCH));
-	redisReply **replies = palloc(sizeof(redisReply *) * Min(nscripts, RL_SLOTS_BATCH));
-	RlAnswer   *answers = palloc(sizeof(RlAnswer) * Min(nscripts, RL_SLOTS_BATCH));
-	int		   *which = palloc(sizeof(int) * Min(nscripts, RL_SLOTS_BATCH));
+	int			batch = Min(nchecks, RL_SPREAD_BATCH);
+	RlCheck    *c = palloc(sizeof(RlCheck) * batch);
+	bool	   *cached = palloc(sizeof(bool) * batch);
+	int		   *which = palloc(sizeof(int) * batch);
 	int			next = 0;
 
-	while (next < nscripts)
+	while (next < nchecks)
 	{
 		int			m = 0;
-		bool		malformed = false;
 
 		CHECK_FOR_INTERRUPTS();
-		for (; next < nscripts && m < RL_SLOTS_BATCH; next++)
+		for (; next < nchecks && m < batch; next++)
 		{
+			RlSpreadCheck *s = &checks[next];
+			char	  **skeys;
+			int64	   *scosts;
+
 			if (run != NULL && !run[next])
 				continue;
-			rl_slot_call(&calls[m], limiter, keys, costs, order,
-						 &scripts[next], check_only);
+			skeys = palloc(sizeof(char *) * s->n);
+			scosts = palloc(sizeof(int64) * s->n);
+			for (int j = 0; j < s->n; j++)
+			{
+				skeys[j] = keys[order[s->first + j]];
+				scosts[j] = costs[order[s->first + j]];
+			}
+			memset(&c[m], 0, sizeof(RlCheck));
+			c[m].nrules = s->n;
+			c[m].keys = skeys;
+			c[m].limiters = limiter;
+			c[m].costs = scosts;
+			c[m].uniform = true;
+			c[m].rules = true;
+			c[m].check_only = check_only;
 			which[m++] = next;
 		}
 		if (m == 0)
 			break;
-		memset(replies, 0, sizeof(redisReply *) * m);
-		(void) rl_run_scripts(calls, m, replies);
-
-		/* The fifth element names the key; rl_take_answers checks the rest. */
+		rl_engine_ask(c, m, work, cached);
 		for (int j = 0; j < m; j++)
 		{
-			RlSlotScript *s = &scripts[which[j]];
-			redisReply *r = replies[j];
+			RlSpreadCheck *s = &checks[which[j]];
 
-			s->tightest = -1;
-			if (r == NULL)
-				continue;
-			if (r->type == REDIS_REPLY_ARRAY && r->elements >= 5 &&
-				r->element[4]->type == REDIS_REPLY_INTEGER &&
-				r->element[4]->integer >= 1 && r->element[4]->integer <= s->n)
-				s->tightest = order[s->first + (int) r->element[4]->integer - 1];
-			else
-				malformed = true;
+			s->answer = c[j].answer;
+			s->tightest = c[j].answer.known && c[j].tightest >= 0 ?
+				order[s->first + c[j].tightest] : -1;
+			pfree(c[j].keys);
+			pfree((void *) c[j].costs);
 		}
-		if (malformed)
-		{
-			rl_free_replies(replies, m);
-			ereport(ERROR,
-					(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-					 errmsg("unexpected reply from a rate limiter script")));
-		}
-		rl_take_answers(replies, m, answers);
-		for (int j = 0; j < m; j++)
-			scripts[which[j]].answer = answers[j];
 	}
 }
 
 /*
- * The refusal that fails the statement, if any script refused: the known
+ * The refusal that fails the statement, if any check refused: the known
  * refusal with the longest wait (after it every key admits), else the
- * first policy denial.  NULL when every script admitted.
+ * first policy denial.  NULL when every check admitted.
  */
-static RlSlotScript *
-rl_slots_refusal(RlSlotScript *scripts, int nscripts, const bool *ran)
+static RlSpreadCheck *
+rl_spread_refusal(RlSpreadCheck *checks, int nchecks, const bool *ran)
 {
-	RlSlotScript *worst = NULL;
+	RlSpreadCheck *worst = NULL;
 
-	for (int i = 0; i < nscripts; i++)
+	for (int i = 0; i < nchecks; i++)
 	{
-		RlSlotScript *s = &scripts[i];
+		RlSpreadCheck *s = &checks[i];
 
 		if ((ran != NULL && !ran[i]) || s->answer.allowed)
 			continue;
@@ -185,92 +156,97 @@ rl_slots_refusal(RlSlotScript *scripts, int nscripts, const bool *ran)
 	return worst;
 }
 
-/* Fails the statement with the refusal s, unless shadow mode lets it by. */
-static void
-rl_slots_deny(RlTriggerConf *conf, RlGroup **list, const int *which,
-			  RlSlotScript *s)
+/*
+ * The statement's outcome, counted and recorded once (rl_engine_settle):
+ * the refusal s, or the admission when s is NULL.  Returns the refused
+ * key, or -1.
+ */
+static int
+rl_spread_settle(char **keys, const RlLimiter *limiter, const int64 *costs,
+				 RlSpreadCheck *s, RlAnswer *answer)
 {
-	RlAnswer	answer = s->answer;
+	RlCheck		c = {0};
+	bool		cached = false;
+	int			key = s != NULL && s->tightest >= 0 ? s->tightest : 0;
 
-	rl_counters.denied++;
-	rl_apply_enforce(&answer, 1);
-	if (answer.allowed)
-		return;
-	rl_trigger_denied(conf,
-					  s->tightest >= 0 ?
-					  rl_group_desc(conf, list[which[s->tightest]]) : NULL,
-					  &answer);
+	c.nrules = 1;
+	c.keys = &keys[key];
+	c.limiters = limiter;
+	c.costs = &costs[key];
+	c.rules = true;
+	c.answered = true;
+	if (s != NULL)
+		c.answer = s->answer;
+	else
+	{
+		c.answer.allowed = true;
+		c.answer.known = true;
+	}
+	rl_engine_settle(&c, 1, &cached, false);
+	*answer = c.answer;
+	return s != NULL ? s->tightest : -1;
 }
 
 /*
- * Checks and consumes the n keys of a statement (keys[i] costs costs[i];
- * list[which[i]] is its group, for messages) against a Redis Cluster, as
- * the file's banner says, chunk keys at most per script.  One statement
- * counts as one call in rl_status().
+ * Checks and consumes the n keys of a statement (keys[i] costs costs[i])
+ * across store's partitions, as the file's banner says, chunk keys at
+ * most per check.  Returns the refused key (-1 if none is known), with
+ * *answer; answer->allowed when admitted.
  */
-void
-rl_check_slots(RlTriggerConf *conf, RlGroup **list, const int *which,
-			   char **keys, const int64 *costs, int n, int chunk)
+int
+rl_engine_spread(const RlStoreOps *store, char **keys,
+				 const RlLimiter *limiter, const int64 *costs, int n,
+				 int chunk, RlWaitWork work, RlAnswer *answer)
 {
-	int		   *slot = palloc(sizeof(int) * n);
+	int		   *part = palloc(sizeof(int) * n);
 	int		   *order = palloc(sizeof(int) * n);
-	RlSlotScript *scripts = palloc(sizeof(RlSlotScript) * n);
+	RlSpreadCheck *checks = palloc(sizeof(RlSpreadCheck) * n);
 	bool	   *consume;
-	RlSlotScript *refusal;
-	int			nscripts = 0;
+	RlSpreadCheck *refusal;
+	int			nchecks = 0;
 
-	if (n == 0)
-		return;
 	for (int i = 0; i < n; i++)
 	{
-		slot[i] = rl_key_slot(keys[i], strlen(keys[i]));
+		part[i] = store->partition(keys[i]);
 		order[i] = i;
 	}
-	qsort_arg(order, n, sizeof(int), rl_slot_cmp, slot);
+	qsort_arg(order, n, sizeof(int), rl_spread_cmp, part);
 	for (int i = 0; i < n; i++)
 	{
-		if (nscripts == 0 ||
-			slot[order[i]] != slot[order[scripts[nscripts - 1].first]] ||
-			scripts[nscripts - 1].n == chunk)
+		if (nchecks == 0 ||
+			part[order[i]] != part[order[checks[nchecks - 1].first]] ||
+			checks[nchecks - 1].n == chunk)
 		{
-			scripts[nscripts].first = i;
-			scripts[nscripts].n = 0;
-			nscripts++;
+			checks[nchecks].first = i;
+			checks[nchecks].n = 0;
+			nchecks++;
 		}
-		scripts[nscripts - 1].n++;
+		checks[nchecks - 1].n++;
 	}
 
 	rl_counters.calls++;
-	consume = palloc(sizeof(bool) * nscripts);
-	if (nscripts > 1)
+	consume = palloc(sizeof(bool) * nchecks);
+	if (nchecks > 1)
 	{
 		/* Round 1: nothing is consumed; a refusal fails the statement. */
-		rl_slots_round(&conf->limiter, keys, costs, order, scripts, nscripts,
-					   NULL, true);
-		refusal = rl_slots_refusal(scripts, nscripts, NULL);
+		rl_spread_round(limiter, keys, costs, order, checks, nchecks, NULL,
+						true, work);
+		refusal = rl_spread_refusal(checks, nchecks, NULL);
 		if (refusal != NULL)
-		{
-			rl_slots_deny(conf, list, which, refusal);
-			return;				/* shadow mode: nothing consumed */
-		}
-		/* A script the policy admitted was not answered: not run again. */
-		for (int i = 0; i < nscripts; i++)
-			consume[i] = scripts[i].answer.known;
+			return rl_spread_settle(keys, limiter, costs, refusal, answer);
+		/* A check the policy admitted was not answered: not run again. */
+		for (int i = 0; i < nchecks; i++)
+			consume[i] = checks[i].answer.known;
 	}
 	else
 		consume[0] = true;
 
 	/* Round 2 (or the only one): consume. */
-	rl_slots_round(&conf->limiter, keys, costs, order, scripts, nscripts,
-				   consume, false);
-	refusal = rl_slots_refusal(scripts, nscripts, consume);
-	if (refusal != NULL)
-	{
-		if (nscripts > 1)
-			elog(DEBUG1, "ratelimit: statement refused in the consume round of %d hash slot scripts",
-				 nscripts);
-		rl_slots_deny(conf, list, which, refusal);
-		return;
-	}
-	rl_counters.allowed++;
+	rl_spread_round(limiter, keys, costs, order, checks, nchecks, consume,
+					false, work);
+	refusal = rl_spread_refusal(checks, nchecks, consume);
+	if (refusal != NULL && nchecks > 1)
+		elog(DEBUG1, "ratelimit: statement refused in the consume round of %d checks across partitions",
+			 nchecks);
+	return rl_spread_settle(keys, limiter, costs, refusal, answer);
 }

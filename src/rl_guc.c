@@ -26,11 +26,7 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
-#include "rl_cache.h"
-#include "rl_cluster.h"
-#include "rl_sentinel.h"
-
-#include "rl_local.h"
+#include "rl_guc.h"
 
 int			rl_redis_mode = RL_MODE_STANDALONE;
 char	   *rl_redis_nodes = NULL;
@@ -74,6 +70,9 @@ int			rl_local_log_entries = 262144;
  */
 uint64		rl_settings_generation = 1;
 
+/* Set by _PG_init (ratelimit.c). */
+bool		rl_preloaded = false;
+
 static const struct config_enum_entry rl_failure_mode_options[] = {
 	{"open", RL_FAIL_OPEN, false},
 	{"closed", RL_FAIL_CLOSED, false},
@@ -96,6 +95,132 @@ static const struct config_enum_entry rl_redis_mode_options[] = {
 };
 
 /*
+ * Parses a comma-separated list of host:port (an IPv6 address in
+ * brackets), blanks around entries allowed.  With hosts non-NULL, fills
+ * hosts[] (palloc'd) and ports[], at most max.  Returns the number of
+ * entries, or -1 with the reason in "why".  Called by the setting's check
+ * hook, so it must not raise.
+ */
+int
+rl_parse_nodes(const char *list, char **hosts, int *ports, int max,
+			   char *why, size_t whysize)
+{
+	const char *p = list;
+	int			n = 0;
+
+	while (*p == ' ')
+		p++;
+	if (*p == '\0')
+		return 0;
+	for (;;)
+	{
+		const char *start;
+		const char *end;
+		const char *colon;
+		char	   *endptr;
+		long		port;
+		size_t		hostlen;
+		bool		bracketed;
+
+		while (*p == ' ')
+			p++;
+		start = p;
+		end = p + strcspn(p, ",");
+		while (end > start && end[-1] == ' ')
+			end--;
+		colon = NULL;
+		for (const char *q = start; q < end; q++)
+		{
+			if (*q == ':')
+				colon = q;
+		}
+		if (colon == NULL || colon == start)
+		{
+			snprintf(why, whysize, "Entry \"%.*s\" is not host:port.",
+					 (int) Min(end - start, 100), start);
+			return -1;
+		}
+		port = strtol(colon + 1, &endptr, 10);
+		if (endptr != end || colon + 1 == end || port < 1 || port > 65535)
+		{
+			snprintf(why, whysize, "Entry \"%.*s\" has no port between 1 and 65535.",
+					 (int) Min(end - start, 100), start);
+			return -1;
+		}
+		hostlen = colon - start;
+		bracketed = start[0] == '[';
+		if (bracketed)
+		{
+			if (hostlen < 3 || start[hostlen - 1] != ']')
+			{
+				snprintf(why, whysize, "Entry \"%.*s\" is not [address]:port.",
+						 (int) Min(end - start, 100), start);
+				return -1;
+			}
+			start++;
+			hostlen -= 2;
+		}
+		for (size_t k = 0; k < hostlen; k++)
+		{
+			if (start[k] == ' ' || (start[k] == ':' && !bracketed))
+			{
+				snprintf(why, whysize, "Entry \"%.*s\" is not host:port (an IPv6 address goes in brackets).",
+						 (int) Min(end - start, 100), start);
+				return -1;
+			}
+		}
+		if (hostlen > 255)
+		{
+			snprintf(why, whysize, "A host name in the list is longer than 255 bytes.");
+			return -1;
+		}
+		if (n >= RL_MAX_NODES)
+		{
+			snprintf(why, whysize, "The list has more than %d entries.", RL_MAX_NODES);
+			return -1;
+		}
+		if (hosts != NULL && n < max)
+		{
+			hosts[n] = pnstrdup(start, hostlen);
+			ports[n] = (int) port;
+		}
+		n++;
+		p = end;
+		while (*p == ' ')
+			p++;
+		if (*p == '\0')
+			break;
+		if (*p != ',')
+		{
+			snprintf(why, whysize, "Entries must be separated by commas.");
+			return -1;
+		}
+		p++;
+	}
+	return n;
+}
+
+/*
+ * Settings are safe only when the library is loaded in the postmaster.
+ * Loaded later, in a backend, its settings are placeholders until then:
+ * any role could read the password, and a role's connection options
+ * (PGOPTIONS) would be refused at load but would already have replaced
+ * the configured values, leaving the built-in defaults (fail open, the
+ * default endpoint and prefix).  So, like pg_stat_statements, refuse to
+ * work unless preloaded; it is an ERROR, never a policy answer.
+ */
+void
+rl_require_preload(void)
+{
+	if (!rl_preloaded)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("ratelimit must be loaded via shared_preload_libraries"),
+				 errdetail("Loaded later, its settings could be read or reset by any role before the library loads."),
+				 errhint("Add 'ratelimit' to shared_preload_libraries and restart the server.")));
+}
+
+/*
  * The seed list is parsed at each map refresh (rl_cluster.c); a mistake
  * in it is refused here, when it is set, with the entry named.
  */
@@ -104,7 +229,7 @@ rl_check_nodes(char **newval, void **extra, GucSource source)
 {
 	char		why[256];
 
-	if (rl_cluster_parse_nodes(*newval, NULL, NULL, 0, why, sizeof(why)) < 0)
+	if (rl_parse_nodes(*newval, NULL, NULL, 0, why, sizeof(why)) < 0)
 	{
 		GUC_check_errdetail("%s", why);
 		return false;

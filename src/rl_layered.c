@@ -13,7 +13,7 @@
  * This file reads the rules (rl_rule[], rl_burst_rule[]) and holds the
  * SQL entry points rl_allow_layered, rl_peek_layered and rl_reset_layered;
  * the script call, its counters and its policy answer are rl_engine.c's
- * (rl_check_rules).
+ * (rl_engine_check_rules).
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -33,7 +33,10 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
-#include "rl_scripts.h"
+#include "rl_args.h"
+#include "rl_engine.h"
+#include "rl_postgrest.h"
+#include "rl_stats.h"
 
 /* Rules per layered call: enough for any policy, small enough to read. */
 #define RL_MAX_RULES	16
@@ -173,7 +176,7 @@ rl_layered_internal(FunctionCallInfo fcinfo, int64 cost)
 	}
 	keys = rl_layered_keys(PG_GETARG_TEXT_PP(0), limiters, n);
 
-	rl_check_rules(keys, limiters, costs, n, &answer);
+	rl_engine_check_rules(keys, limiters, costs, n, &answer);
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
@@ -219,5 +222,5 @@ rl_reset_layered(PG_FUNCTION_ARGS)
 	rl_require_args(fcinfo, 2);
 	n = rl_parse_rules(PG_GETARG_ARRAYTYPE_P(1), limiters);
 	keys = rl_layered_keys(PG_GETARG_TEXT_PP(0), limiters, n);
-	PG_RETURN_BOOL(rl_delete_keys(keys, n));
+	PG_RETURN_BOOL(rl_engine_reset(keys, n));
 }

@@ -42,7 +42,9 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
-#include "ratelimit.h"
+#include "rl_args.h"
+#include "rl_engine.h"
+#include "rl_postgrest.h"
 
 PG_FUNCTION_INFO_V1(rl_postgrest_guard);
 
@@ -434,7 +436,7 @@ rl_postgrest_guard(PG_FUNCTION_ARGS)
 	else
 		key = rl_check_key(PG_GETARG_TEXT_PP(3), &keylen);
 
-	rl_check_many(&limiter, &key, &keylen, &cost, 1, &answer);
+	rl_engine_check_keys(&limiter, &key, &keylen, &cost, 1, &answer);
 
 	if (!answer.allowed)
 		rl_raise_postgrest("Rate limit exceeded",

@@ -190,33 +190,14 @@ rl_stats_backend_counters(RlCounters *out)
 }
 
 /*
- * Counts a failure under its reason, read from the failure's message
- * (rl_connect.c, rl_roundtrip.c and rl_scripts.c word them; a new wording
- * that matches none of these prefixes counts as "unavailable").
+ * Counts a failure under its reason, as the store named it where it
+ * happened; the local table full is counted under failures only.
  */
 void
-rl_stats_failure(const char *setting, const char *what)
+rl_stats_failure(RlFailReason reason)
 {
-	RlFailReason reason;
-
-	if (setting != NULL)
-		reason = RL_FAILED_MISCONFIGURED;
-	else if (strncmp(what, "timed out", 9) == 0)
-		reason = RL_FAILED_TIMEOUT;
-	else if (strncmp(what, "could not connect", 17) == 0)
-		reason = RL_FAILED_CONNECT;
-	else if (strncmp(what, "Redis refused the connection", 28) == 0)
-		reason = RL_FAILED_REFUSED;
-	else if (strncmp(what, "unexpected reply", 16) == 0 ||
-			 strncmp(what, "Redis sent", 10) == 0 ||
-			 strncmp(what, "could not parse", 15) == 0)
-		reason = RL_FAILED_PROTOCOL;
-	else if (strncmp(what, "could not", 9) == 0 ||
-			 strncmp(what, "Redis closed", 12) == 0)
-		reason = RL_FAILED_LOST;
-	else
-		reason = RL_FAILED_UNAVAILABLE;
-	rl_counters.failed[reason]++;
+	if (reason >= 0 && reason < RL_NUM_FAIL_REASONS)
+		rl_counters.failed[reason]++;
 }
 
 /* The bucket of a round trip of us microseconds. */

@@ -16,11 +16,25 @@
 
 #include "portability/instr_time.h"
 
-#include "ratelimit.h"
+#include "rl_guc.h"
+
+/* The backend's slot of counters, found on first use. */
+extern RlCounters *rl_my_counters;
+extern void rl_stats_attach(void);
+
+static inline RlCounters *
+rl_counters_ptr(void)
+{
+	if (unlikely(rl_my_counters == NULL))
+		rl_stats_attach();
+	return rl_my_counters;
+}
+
+#define rl_counters (*rl_counters_ptr())
 
 extern void rl_stats_init(void);
 extern void rl_stats_backend_counters(RlCounters *out);
-extern void rl_stats_failure(const char *setting, const char *what);
+extern void rl_stats_failure(RlFailReason reason);
 extern void rl_stats_rtt_start(instr_time *start);
 extern void rl_stats_rtt_end(const instr_time *start);
 extern void rl_stats_denied(const char *redis_key, RlAlgorithm algorithm);

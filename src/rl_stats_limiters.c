@@ -46,6 +46,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "rl_args.h"
 #include "rl_stats.h"
 
 PG_FUNCTION_INFO_V1(rl_stats_limiters);

@@ -20,25 +20,14 @@
 #ifndef RL_LOCAL_H
 #define RL_LOCAL_H
 
-#include "rl_scripts.h"
+#include "rl_guc.h"
+#include "rl_stats.h"
+#include "rl_store.h"
 
 /* ratelimit.engine */
-typedef enum RlEngine
-{
-	RL_ENGINE_REDIS,
-	RL_ENGINE_LOCAL
-} RlEngine;
 
-/* Locks, one per partition of the table (a key's hash picks its partition). */
-#define RL_LOCAL_PARTITIONS		128
 /* Keys up to this many bytes are kept whole; longer ones by two hashes. */
 #define RL_LOCAL_KEY_INLINE		128
-/*
- * The sliding logs' members live in a shared pool of blocks of this many
- * members (ratelimit.local_log_entries of them in all), chained per log:
- * a log grows and shrinks a block at a time with its limit and traffic.
- */
-#define RL_LOCAL_LOG_BLOCK		32
 
 /* One member of a sliding log: its time, and the sum of the costs so far. */
 typedef struct RlLocalMember
@@ -113,14 +102,10 @@ typedef enum RlLocalRoom
 } RlLocalRoom;
 
 /* rl_guc.c */
-extern int	rl_engine;
-extern int	rl_local_max_entries;
-extern int	rl_local_log_entries;
 
 /* rl_local_store.c: the shared table */
 extern void rl_local_init(void);
 extern bool rl_local_ready(void);
-extern double rl_local_pinned(const char *arg);
 extern double rl_local_wall_clock(void);
 extern double rl_local_clock(const int *parts, int n, double pinned,
 							 double wall);
@@ -147,7 +132,6 @@ typedef struct RlLocalHeld
 extern bool rl_local_reclaim_for_log(double now, const RlLocalHeld *held);
 extern const char *rl_local_room_setting(RlLocalRoom why);
 extern const char *rl_local_room_detail(RlLocalRoom why);
-extern void rl_local_full_warning(RlLocalRoom why);
 
 /* rl_local_log.c: the sliding logs' pool of members */
 extern Size rl_local_log_size(void);
@@ -172,11 +156,5 @@ extern void rl_local_algorithm(int algorithm, RlLocalEntry *entry,
 extern void rl_local_write(int algorithm, RlLocalEntry *entry,
 						   const RlLocalResult *res, double now);
 
-/* rl_local_run.c: script calls and commands answered locally */
-extern bool rl_local_run(RlScriptCall *calls, int n, redisReply **replies);
-extern bool rl_local_command(RlCommand *cmd, redisReply **reply);
-extern void rl_local_failover(RlScriptCall *calls, int n, redisReply **replies);
-extern bool rl_local_check(const RlLimiter *limiter, const char *rkey,
-						   int64 cost, RlAnswer *answer);
 
 #endif							/* RL_LOCAL_H */

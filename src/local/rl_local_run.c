@@ -1,22 +1,21 @@
 /*-------------------------------------------------------------------------
  *
  * rl_local_run.c
- *	  Script calls and commands answered by the local engine.
+ *	  The local store: checks answered from this server's shared memory.
  *
- * Every entry point builds the same script calls for both stores (keys
- * and arguments as the Lua scripts take them, see rl_scripts.c) and reads
- * the same replies.  Here a call is run against the shared table instead
- * of Redis: the single-limiter scripts (allow.lua) and the layered one
- * (layered.lua) are mirrored, with the algorithms of rl_local_algo.c, and
- * the reply is built as hiredis would have built Redis's, so the callers
- * cannot tell the stores apart.  A call's keys are locked together (their
- * partitions in ascending order), so it is atomic as a script is.
+ * The operations of rl_store.h for the local engine.  A check of one
+ * limiter mirrors its algorithm's script (lua/allow.lua), rules checked
+ * together mirror lua/layered.lua, with the algorithms of rl_local_algo.c,
+ * so that both stores answer alike (test/t/024_local.pl compares them).
+ * A check's keys are locked together (their partitions in ascending
+ * order), so it is atomic as a script is.
  *
- * A call that needs a new entry when the table is full, or an admitted
- * sliding-log call when the pool of log members is, gets no reply (the
- * failure policy answers it, with a WARNING); under failure_mode "error"
- * it is an ERROR.  Nothing here touches WAL or takes a transaction id,
- * so the engine works on hot standbys and in READ ONLY transactions.
+ * A check that needs a new entry when the table is full, or an admitted
+ * sliding-log check when the pool of log members is, is left unanswered
+ * with the store's failure (reason RL_FAILED_FULL, the setting to raise):
+ * the failure policy answers it and warns.  Nothing here touches WAL or
+ * takes a transaction id, so the store works on hot standbys and in READ
+ * ONLY transactions.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -33,82 +32,15 @@
 
 #include "rl_local.h"
 
-/* What one call answered: the script's reply, as numbers. */
+/* What one check answered, as the scripts' replies number it. */
 typedef struct RlLocalReply
 {
-	int			n;				/* 4, or 5 with the layered rule index */
+	int			n;				/* 4, or 5 with the rule index (from 1) */
 	int64		v[5];
 } RlLocalReply;
 
-/* A reply array of integers, allocated as hiredis allocates its own. */
-static redisReply *
-rl_local_reply(const RlLocalReply *r)
-{
-	redisReply *reply = calloc(1, sizeof(redisReply));
-	bool		ok = reply != NULL;
-
-	if (ok)
-	{
-		reply->type = REDIS_REPLY_ARRAY;
-		reply->element = calloc(r->n, sizeof(redisReply *));
-		ok = reply->element != NULL;
-		if (ok)
-			reply->elements = r->n;
-		for (int i = 0; ok && i < r->n; i++)
-		{
-			redisReply *e = calloc(1, sizeof(redisReply));
-
-			ok = e != NULL;
-			if (ok)
-			{
-				e->type = REDIS_REPLY_INTEGER;
-				e->integer = r->v[i];
-				reply->element[i] = e;
-			}
-		}
-	}
-	if (!ok)
-	{
-		if (reply != NULL)
-			freeReplyObject(reply);
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory")));
-	}
-	return reply;
-}
-
-/*
- * A number argument as Lua's tonumber reads it.  The callers write whole
- * numbers below 2^53, read here digit by digit (exact, and far cheaper
- * than strtod); anything else goes to strtod.
- */
-static double
-rl_local_num(const char *text)
-{
-	int64		v = 0;
-	const char *p = text;
-
-	if (*p < '0' || *p > '9')
-		return strtod(text, NULL);
-	for (; *p >= '0' && *p <= '9' && p - text < 16; p++)
-		v = v * 10 + (*p - '0');
-	if (*p != '\0')
-		return strtod(text, NULL);
-	return (double) v;
-}
-
-static int
-rl_local_algorithm_of(const char *name)
-{
-	for (int a = 0; a < RL_NUM_ALGORITHMS; a++)
-	{
-		if (strcmp(name, rl_algorithm_name((RlAlgorithm) a)) == 0)
-			return a;
-	}
-	elog(ERROR, "unknown rate limiting algorithm \"%s\"", name);
-	return -1;					/* keep compiler quiet */
-}
+/* Why this store last left a check unanswered, for the failure policy. */
+static RlFailure rl_local_failure;
 
 /*
  * Room for what an admitted call writes: a sliding log's next member.
@@ -178,20 +110,6 @@ rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
 	return room;
 }
 
-/* allow.lua's call: key, limit, window, cost, clock[, burst]. */
-static RlLocalRoom
-rl_local_allow(const RlScriptCall *call, RlLocalReply *out)
-{
-	double		limit = rl_local_num(call->params[1]);
-
-	return rl_local_allow_key(call->script, call->params[0], call->paramlen[0],
-							  limit,
-							  rl_local_num(call->params[2]),
-							  rl_local_num(call->params[3]),
-							  call->nparams > 5 ? rl_local_num(call->params[5]) : limit,
-							  rl_local_pinned(call->params[4]), out);
-}
-
 static int
 rl_local_cmp_int(const void *a, const void *b)
 {
@@ -227,19 +145,17 @@ rl_local_ms(double us)
 
 /*
  * layered.lua: every rule checked, all consumed or none.  RL_ROOM_OK, or
- * why there was no room (nothing was changed then).  With the marker '?'
- * (the check round of a statement over many hash slots) the rules are only
- * checked, as the script does: the reply is the one '=' would give, and
- * nothing is written or reserved, so a check never needs room.
+ * why there was no room (nothing was changed then).  Check-only (the
+ * check round of a statement over many hash slots, asked of this store by
+ * failure_mode = local) checks the rules as the script's '?' does: the
+ * answer is the one a consuming check would give, and nothing is written
+ * or reserved, so it never needs room.
  */
 static RlLocalRoom
-rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
+rl_local_rules(const RlCheck *check, double pinned, RlLocalReply *out)
 {
-	int			n = call->nkeys;
-	const char *const *argv = call->params + n;
-	bool		check_only = strcmp(argv[1], "?") == 0;
-	bool		uniform = check_only || strcmp(argv[1], "=") == 0;
-	double		pinned = rl_local_pinned(argv[0]);
+	int			n = check->nrules;
+	bool		check_only = check->check_only;
 	double		wall = pinned > 0 ? 0 : rl_local_wall_clock();
 	double		now;
 	double	   *burst = palloc(sizeof(double) * n);
@@ -262,25 +178,14 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 
 	for (int i = 0; i < n; i++)
 	{
-		hashes[i] = rl_local_hash(call->params[i], call->paramlen[i]);
-		if (uniform)
-		{
-			algo[i] = i == 0 ? rl_local_algorithm_of(argv[2]) : algo[0];
-			limit[i] = i == 0 ? rl_local_num(argv[3]) : limit[0];
-			window[i] = i == 0 ? rl_local_num(argv[4]) : window[0];
-			burst[i] = i == 0 ? rl_local_num(argv[5]) : burst[0];
-			cost[i] = rl_local_num(argv[6 + i]);
-		}
-		else
-		{
-			int			base = 5 * i + 1;
+		const RlLimiter *l = rl_check_limiter_of(check, i);
 
-			algo[i] = rl_local_algorithm_of(argv[base]);
-			limit[i] = rl_local_num(argv[base + 1]);
-			window[i] = rl_local_num(argv[base + 2]);
-			cost[i] = rl_local_num(argv[base + 3]);
-			burst[i] = rl_local_num(argv[base + 4]);
-		}
+		hashes[i] = rl_local_hash(check->keys[i], strlen(check->keys[i]));
+		algo[i] = l->algorithm;
+		limit[i] = (double) l->limit;
+		window[i] = (double) l->window_us;
+		burst[i] = (double) rl_capacity(l);
+		cost[i] = (double) check->costs[i];
 	}
 	nparts = rl_local_parts(hashes, n, parts);
 
@@ -288,7 +193,7 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 	now = rl_local_clock(parts, nparts, pinned, wall);
 	/* The entries found so far are kept from the reclaim of a full one. */
 	for (int i = 0; i < n && !full; i++)
-		entries[i] = rl_local_find(call->params[i], call->paramlen[i],
+		entries[i] = rl_local_find(check->keys[i], strlen(check->keys[i]),
 								   hashes[i], now, cost[i] > 0 && !check_only,
 								   &full, entries, i);
 	if (full)
@@ -396,43 +301,6 @@ rl_local_layered(const RlScriptCall *call, RlLocalReply *out)
 }
 
 /*
- * The table full: an ERROR under failure_mode "error", else the WARNING
- * (the caller then gives the policy's answer).
- */
-static void
-rl_local_full(RlLocalRoom why)
-{
-	if (rl_failure_mode == RL_FAIL_ERROR)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("%s is full", rl_local_room_setting(why)),
-				 errdetail_internal("%s", rl_local_room_detail(why)),
-				 errhint("Raise %s (a restart is needed).",
-						 rl_local_room_setting(why))));
-	rl_local_full_warning(why);
-}
-
-/*
- * One script call: its reply, or NULL when the table is full (the policy
- * answers it; under failure_mode "error" that is an ERROR here).
- */
-static redisReply *
-rl_local_call(const RlScriptCall *call)
-{
-	RlLocalReply r;
-	RlLocalRoom room;
-
-	if (call->script == RL_SCRIPT_LAYERED)
-		room = rl_local_layered(call, &r);
-	else
-		room = rl_local_allow(call, &r);
-	if (room == RL_ROOM_OK)
-		return rl_local_reply(&r);
-	rl_local_full(room);
-	return NULL;
-}
-
-/*
  * The library must be preloaded: the table is made at server start.  Once
  * found, the table stays for the backend's life, so a check asks once
  * (this saves two calls into other files on every check).
@@ -451,9 +319,8 @@ rl_local_begin(void)
 }
 
 /*
- * ratelimit.test_clock_ms in us, or 0 for the wall clock: the number
- * rl_clock_arg writes out for a script call and rl_local_pinned reads back
- * (a whole number, so the same double), without the text.
+ * ratelimit.test_clock_ms in us, or 0 for the wall clock: the number the
+ * Redis store writes out for a script (rl_clock_arg), without the text.
  */
 static double
 rl_local_test_clock(void)
@@ -461,129 +328,104 @@ rl_local_test_clock(void)
 	return rl_test_clock_ms > 0 ? rint(rl_test_clock_ms * 1000.0) : 0;
 }
 
-/*
- * Runs n script calls on the local engine (ratelimit.engine = local):
- * as rl_run_scripts, replies[i] is the reply or NULL for the policy's
- * answer; false when none has a reply.
- */
-bool
-rl_local_run(RlScriptCall *calls, int n, redisReply **replies)
+/* No room: the failure the policy gets with the check, counted. */
+static RlFailure *
+rl_local_full(RlLocalRoom why)
 {
-	bool		any = false;
+	RlFailure  *f = &rl_local_failure;
+
+	rl_counters.failures++;
+	f->reason = RL_FAILED_FULL;
+	f->setting = rl_local_room_setting(why);
+	f->log_full = why == RL_ROOM_NO_LOG;
+	strlcpy(f->subject, f->setting, sizeof(f->subject));
+	strlcpy(f->what, rl_local_room_detail(why), sizeof(f->what));
+	f->retry_at = 0;
+	f->events++;
+	return f;
+}
+
+/* The store's check: each check answered at once, under its keys' locks. */
+static void
+rl_local_check(RlCheck *checks, int n, RlWaitWork work)
+{
+	double		pinned = rl_local_test_clock();
 
 	rl_local_begin();
 	for (int i = 0; i < n; i++)
-		replies[i] = NULL;
-	PG_TRY();
 	{
-		for (int i = 0; i < n; i++)
+		RlCheck    *c = &checks[i];
+		RlLocalReply r;
+		RlLocalRoom room;
+
+		c->answered = false;
+		c->tightest = 0;
+		if (c->rules)
+			room = rl_local_rules(c, pinned, &r);
+		else
 		{
-			replies[i] = rl_local_call(&calls[i]);
-			any |= replies[i] != NULL;
+			const RlLimiter *l = &c->limiters[0];
+
+			room = rl_local_allow_key(l->algorithm, c->keys[0],
+									  strlen(c->keys[0]), (double) l->limit,
+									  (double) l->window_us,
+									  (double) c->costs[0],
+									  (double) rl_capacity(l), pinned, &r);
 		}
-	}
-	PG_CATCH();
-	{
-		rl_free_replies(replies, n);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	return any;
-}
-
-/*
- * One check on the local engine for rl_check_many: what running its
- * allow.lua call would answer (the same code), without writing the call
- * out and building a reply, which is most of a check's cost in a batch.
- * False when the table is full (the caller gives the policy's answer).
- */
-bool
-rl_local_check(const RlLimiter *limiter, const char *rkey, int64 cost,
-			   RlAnswer *answer)
-{
-	RlLocalReply r;
-	RlLocalRoom room;
-
-	rl_local_begin();
-	room = rl_local_allow_key(limiter->algorithm, rkey, strlen(rkey),
-							  (double) limiter->limit,
-							  (double) limiter->window_us, (double) cost,
-							  (double) rl_capacity(limiter),
-							  rl_local_test_clock(), &r);
-	if (room != RL_ROOM_OK)
-	{
-		rl_local_full(room);
-		return false;
-	}
-	answer->known = true;
-	answer->allowed = r.v[0] != 0;
-	answer->remaining = r.v[1];
-	answer->retry_after_ms = r.v[2];
-	answer->reset_after_ms = r.v[3];
-	return true;
-}
-
-/*
- * ratelimit.failure_mode = local: the calls Redis did not answer
- * (replies[i] NULL) are answered by this server's engine instead.
- */
-void
-rl_local_failover(RlScriptCall *calls, int n, redisReply **replies)
-{
-	rl_local_begin();
-	PG_TRY();
-	{
-		for (int i = 0; i < n; i++)
+		if (room != RL_ROOM_OK)
 		{
-			if (replies[i] != NULL)
-				continue;
-			replies[i] = rl_local_call(&calls[i]);
-			if (replies[i] != NULL)
-				rl_counters.fail_local++;
+			c->failure = rl_local_full(room);
+			continue;
 		}
+		c->answered = true;
+		c->answer.known = true;
+		c->answer.allowed = r.v[0] != 0;
+		c->answer.remaining = r.v[1];
+		c->answer.retry_after_ms = r.v[2];
+		c->answer.reset_after_ms = r.v[3];
+		if (r.n == 5)
+			c->tightest = (int) r.v[4] - 1;
 	}
-	PG_CATCH();
-	{
-		rl_free_replies(replies, n);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
 }
 
-/*
- * rl_reset's DEL on the local engine: the keys' entries are freed; the
- * reply is DEL's, the number of keys that existed.
- */
-bool
-rl_local_command(RlCommand *cmd, redisReply **reply)
+/* rl_reset on the local store: the keys' entries are freed. */
+static bool
+rl_local_remove(char **keys, int n, bool *existed, RlFailure **failure)
 {
-	int64		deleted = 0;
-
 	rl_local_begin();
-	Assert(cmd->argc >= 1 && strcmp(cmd->argv[0], "DEL") == 0);
-	for (int i = 1; i < cmd->argc; i++)
+	*existed = false;
+	for (int i = 0; i < n; i++)
 	{
-		uint64		hash = rl_local_hash(cmd->argv[i], cmd->argvlen[i]);
+		size_t		len = strlen(keys[i]);
+		uint64		hash = rl_local_hash(keys[i], len);
 		int			part = rl_local_partition(hash);
 		RlLocalEntry *e;
 		bool		full;
 
 		rl_local_lock(&part, 1);
-		e = rl_local_find(cmd->argv[i], cmd->argvlen[i], hash, 0, false, &full,
-						  NULL, 0);
+		e = rl_local_find(keys[i], len, hash, 0, false, &full, NULL, 0);
 		if (e != NULL)
 		{
-			deleted += e->valid;
+			*existed |= e->valid;
 			rl_local_release(e, hash);
 		}
 		rl_local_unlock(&part, 1);
 	}
-	*reply = calloc(1, sizeof(redisReply));
-	if (*reply == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory")));
-	(*reply)->type = REDIS_REPLY_INTEGER;
-	(*reply)->integer = deleted;
 	return true;
 }
+
+/* One table, one partition: every check of a statement is atomic here. */
+static int
+rl_local_partition_of(const char *key)
+{
+	return -1;
+}
+
+const RlStoreOps rl_local_store = {
+	.name = "local",
+	.init = rl_local_init,
+	.check = rl_local_check,
+	.remove = rl_local_remove,
+	.partition = rl_local_partition_of,
+	.status = NULL,
+};

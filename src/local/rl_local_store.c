@@ -203,20 +203,6 @@ rl_local_ready(void)
 	return rl_local != NULL;
 }
 
-/*
- * The pinned clock of a script call's clock argument, in us (tests), or 0
- * for the wall clock ("0": rl_clock_arg).
- */
-double
-rl_local_pinned(const char *arg)
-{
-	double		p;
-
-	if (arg[0] == '0' && arg[1] == '\0')
-		return 0;
-	p = strtod(arg, NULL);
-	return p > 0 ? p : 0;
-}
 
 /*
  * A reading of the wall clock in us (as Redis TIME), taken before a call
@@ -471,36 +457,3 @@ rl_local_room_detail(RlLocalRoom why)
 		_("Every entry of the limiter's partition of the local engine's table holds a limiter whose state has not expired.");
 }
 
-/*
- * The WARNING of a call refused for want of room, at most once a second
- * per backend; the failure is counted for rl_status() every time.
- */
-void
-rl_local_full_warning(RlLocalRoom why)
-{
-	static TimestampTz last = 0;
-	static int64 unwarned = 0;
-	TimestampTz now = GetCurrentTimestamp();
-
-	rl_counters.failures++;
-	if (last != 0 && !TimestampDifferenceExceeds(last, now, 1000))
-	{
-		unwarned++;
-		return;
-	}
-	ereport(WARNING,
-			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-			 errmsg("%s is full; %s", rl_local_room_setting(why),
-					rl_failure_mode == RL_FAIL_LOCAL ?
-					(why == RL_ROOM_NO_LOG ?
-					 "calls that need more room are denied" :
-					 "calls that need a new entry are denied") :
-					rl_policy_words()),
-			 errdetail_internal("%s", rl_local_room_detail(why)),
-			 unwarned > 0 ?
-			 errhint("%lld further refusals were not reported. Raise %s (a restart is needed).",
-					 (long long) unwarned, rl_local_room_setting(why)) :
-			 errhint("Raise %s (a restart is needed).", rl_local_room_setting(why))));
-	last = now;
-	unwarned = 0;
-}

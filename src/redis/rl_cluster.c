@@ -83,112 +83,6 @@ rl_key_slot(const char *key, size_t len)
 }
 
 /*
- * Parses a comma-separated list of host:port (an IPv6 address in
- * brackets), blanks around entries allowed.  With hosts non-NULL, fills
- * hosts[] (palloc'd) and ports[], at most max.  Returns the number of
- * entries, or -1 with the reason in "why".  Called by the setting's check
- * hook, so it must not raise.
- */
-int
-rl_cluster_parse_nodes(const char *list, char **hosts, int *ports, int max,
-					   char *why, size_t whysize)
-{
-	const char *p = list;
-	int			n = 0;
-
-	while (*p == ' ')
-		p++;
-	if (*p == '\0')
-		return 0;
-	for (;;)
-	{
-		const char *start;
-		const char *end;
-		const char *colon;
-		char	   *endptr;
-		long		port;
-		size_t		hostlen;
-		bool		bracketed;
-
-		while (*p == ' ')
-			p++;
-		start = p;
-		end = p + strcspn(p, ",");
-		while (end > start && end[-1] == ' ')
-			end--;
-		colon = NULL;
-		for (const char *q = start; q < end; q++)
-		{
-			if (*q == ':')
-				colon = q;
-		}
-		if (colon == NULL || colon == start)
-		{
-			snprintf(why, whysize, "Entry \"%.*s\" is not host:port.",
-					 (int) Min(end - start, 100), start);
-			return -1;
-		}
-		port = strtol(colon + 1, &endptr, 10);
-		if (endptr != end || colon + 1 == end || port < 1 || port > 65535)
-		{
-			snprintf(why, whysize, "Entry \"%.*s\" has no port between 1 and 65535.",
-					 (int) Min(end - start, 100), start);
-			return -1;
-		}
-		hostlen = colon - start;
-		bracketed = start[0] == '[';
-		if (bracketed)
-		{
-			if (hostlen < 3 || start[hostlen - 1] != ']')
-			{
-				snprintf(why, whysize, "Entry \"%.*s\" is not [address]:port.",
-						 (int) Min(end - start, 100), start);
-				return -1;
-			}
-			start++;
-			hostlen -= 2;
-		}
-		for (size_t k = 0; k < hostlen; k++)
-		{
-			if (start[k] == ' ' || (start[k] == ':' && !bracketed))
-			{
-				snprintf(why, whysize, "Entry \"%.*s\" is not host:port (an IPv6 address goes in brackets).",
-						 (int) Min(end - start, 100), start);
-				return -1;
-			}
-		}
-		if (hostlen > 255)
-		{
-			snprintf(why, whysize, "A host name in the list is longer than 255 bytes.");
-			return -1;
-		}
-		if (n >= RL_MAX_NODES)
-		{
-			snprintf(why, whysize, "The list has more than %d entries.", RL_MAX_NODES);
-			return -1;
-		}
-		if (hosts != NULL && n < max)
-		{
-			hosts[n] = pnstrdup(start, hostlen);
-			ports[n] = (int) port;
-		}
-		n++;
-		p = end;
-		while (*p == ' ')
-			p++;
-		if (*p == '\0')
-			break;
-		if (*p != ',')
-		{
-			snprintf(why, whysize, "Entries must be separated by commas.");
-			return -1;
-		}
-		p++;
-	}
-	return n;
-}
-
-/*
  * Asks one node for CLUSTER SLOTS, by the deadline, and, on a well-formed
  * answer, makes it the slot map.  The nodes of the old map that the new
  * one does not name are let go of (rl_conn_keep_nodes), so a backend that
@@ -235,7 +129,7 @@ rl_cluster_fetch(RlNode *node, TimestampTz deadline)
 			rl_conn_misconfigured("ratelimit.redis_mode",
 								  "the Redis server is not a cluster node: %s", msg);
 		else
-			rl_conn_failure(true, "Redis refused CLUSTER SLOTS: %s", msg);
+			rl_conn_failure(RL_FAILED_UNAVAILABLE, true, "Redis refused CLUSTER SLOTS: %s", msg);
 		return false;
 	}
 
@@ -286,7 +180,7 @@ rl_cluster_fetch(RlNode *node, TimestampTz deadline)
 			{
 				pfree(owner_of);
 				freeReplyObject(reply);
-				rl_conn_failure(true, "the cluster has more than %d masters",
+				rl_conn_failure(RL_FAILED_UNAVAILABLE, true, "the cluster has more than %d masters",
 								RL_MAX_NODES);
 				return false;
 			}
@@ -300,7 +194,7 @@ rl_cluster_fetch(RlNode *node, TimestampTz deadline)
 		pfree(owner_of);
 		freeReplyObject(reply);
 		rl_conn_drop();
-		rl_conn_failure(false, "unexpected reply from Redis to CLUSTER SLOTS");
+		rl_conn_failure(RL_FAILED_PROTOCOL, false, "unexpected reply from Redis to CLUSTER SLOTS");
 		return false;
 	}
 
@@ -375,7 +269,7 @@ rl_cluster_refresh(TimestampTz deadline)
 	}
 
 	if (rl_redis_nodes[0] != '\0')
-		n = rl_cluster_parse_nodes(rl_redis_nodes, hosts, ports, RL_MAX_NODES,
+		n = rl_parse_nodes(rl_redis_nodes, hosts, ports, RL_MAX_NODES,
 								   why, sizeof(why));
 	else
 	{
@@ -420,7 +314,7 @@ rl_cluster_route(int slot, TimestampTz deadline)
 	{
 		rl_cluster_mark_stale();
 		rl_conn_set_current(rl_standalone_node());	/* the failure's subject */
-		rl_conn_failure(true, "no node of the cluster serves hash slot %d", slot);
+		rl_conn_failure(RL_FAILED_UNAVAILABLE, true, "no node of the cluster serves hash slot %d", slot);
 	}
 	return node;
 }

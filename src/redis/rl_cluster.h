@@ -30,8 +30,6 @@ typedef enum RlRedirect
 } RlRedirect;
 
 extern int	rl_key_slot(const char *key, size_t len);
-extern int	rl_cluster_parse_nodes(const char *list, char **hosts, int *ports,
-								   int max, char *why, size_t whysize);
 extern RlNode *rl_cluster_route(int slot, TimestampTz deadline);
 extern RlRedirect rl_cluster_redirect(const char *err, const RlNode *from,
 									  int *slot, RlNode **target);

@@ -23,9 +23,10 @@
  * The failure bookkeeping (rl_conn_failure, rl_conn_succeeded ...) acts on
  * the current node: the one last readied or used for a round trip.  It is
  * the link's: the node rests, its link is dropped, rl_status().last_error
- * is set and a WARNING is logged (rate-limited).  What a call is answered
- * meanwhile, and the WARNING's words for it, are the engine's
- * (rl_engine.c: rl_policy_answer, rl_policy_words).
+ * is set, the failure is counted under its reason, and the node's
+ * RlFailure (rl_store.h) says what happened.  What a call is answered
+ * meanwhile, and the WARNING, are the failure policy's (rl_policy.c),
+ * which reads that record with every check the store leaves unanswered.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -48,9 +49,6 @@
 #include "rl_node.h"
 #include "rl_sentinel.h"
 #include "rl_stats.h"
-
-/* Time between two WARNINGs about an unavailable Redis, per backend. */
-#define RL_WARNING_INTERVAL_MS	60000
 
 /* Every node this backend knows; [0] is the standalone node. */
 static RlNode *rl_nodes[RL_MAX_NODES + 1];
@@ -327,7 +325,8 @@ rl_conn_set_current(RlNode *node)
  * full count.  "keep" leaves an in-sync connection open (BUSY, OOM ...).
  */
 static void
-rl_record_failure(bool keep, const char *setting, const char *what)
+rl_record_failure(RlFailReason reason, bool keep, const char *setting,
+				  const char *what)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	RlNode	   *node = rl_conn_cur != NULL ? rl_conn_cur : rl_standalone_node();
@@ -354,40 +353,30 @@ rl_record_failure(bool keep, const char *setting, const char *what)
 	else
 		strlcpy(rl_last_error, what, sizeof(rl_last_error));
 	rl_last_error_at = now;
+	if (setting != NULL)
+		reason = RL_FAILED_MISCONFIGURED;
 	rl_counters.failures++;
-	rl_stats_failure(setting, what);
+	rl_stats_failure(reason);
 	node->retry_at = TimestampTzPlusMilliseconds(now, rl_retry_interval);
+
+	/* For the failure policy: what happened, and that it happened anew. */
+	node->failure.reason = reason;
+	node->failure.setting = setting;
+	snprintf(node->failure.subject, sizeof(node->failure.subject),
+			 "Redis server %s", rl_conn_endpoint());
+	strlcpy(node->failure.what, rl_last_error, sizeof(node->failure.what));
+	node->failure.retry_at = node->retry_at;
+	node->failure.events++;
+
 	if (!keep)
 		rl_node_discard(node);
 	if (rl_redis_mode == RL_MODE_CLUSTER)
 		rl_cluster_mark_stale();
-
-	if (node->last_warning == 0 ||
-		TimestampDifferenceExceeds(node->last_warning, now, RL_WARNING_INTERVAL_MS))
-	{
-		ereport(WARNING,
-				(setting != NULL ?
-				 errcode(ERRCODE_CONFIG_FILE_ERROR) :
-				 errcode(ERRCODE_CONNECTION_FAILURE),
-				 setting != NULL ?
-				 errmsg("ratelimit cannot use Redis server %s: check %s; %s",
-						rl_conn_endpoint(), setting, rl_policy_words()) :
-				 errmsg("Redis server %s is unavailable; %s",
-						rl_conn_endpoint(), rl_policy_words()),
-				 errdetail_internal("%s", rl_last_error),
-				 node->unwarned > 0 ?
-				 errhint("%lld further failures were not reported; see rl_status().",
-						 (long long) node->unwarned) : 0));
-		node->last_warning = now;
-		node->unwarned = 0;
-	}
-	else
-		node->unwarned++;
 }
 
 /* An outage: Redis is down, stalled or cannot serve now. */
 void
-rl_conn_failure(bool keep, const char *fmt,...)
+rl_conn_failure(RlFailReason reason, bool keep, const char *fmt,...)
 {
 	va_list		args;
 	char		what[sizeof(rl_last_error)];
@@ -395,7 +384,7 @@ rl_conn_failure(bool keep, const char *fmt,...)
 	va_start(args, fmt);
 	vsnprintf(what, sizeof(what), fmt, args);
 	va_end(args);
-	rl_record_failure(keep, NULL, what);
+	rl_record_failure(reason, keep, NULL, what);
 }
 
 /*
@@ -414,8 +403,9 @@ rl_conn_slot_failure(const char *fmt,...)
 	va_start(args, fmt);
 	vsnprintf(what, sizeof(what), fmt, args);
 	va_end(args);
-	rl_record_failure(true, NULL, what);
+	rl_record_failure(RL_FAILED_UNAVAILABLE, true, NULL, what);
 	node->retry_at = retry_at;
+	node->failure.retry_at = retry_at;
 }
 
 /*
@@ -432,7 +422,7 @@ rl_conn_misconfigured(const char *setting, const char *fmt,...)
 	va_start(args, fmt);
 	vsnprintf(what, sizeof(what), fmt, args);
 	va_end(args);
-	rl_record_failure(false, setting, what);
+	rl_record_failure(RL_FAILED_MISCONFIGURED, false, setting, what);
 }
 
 /*
@@ -496,8 +486,8 @@ rl_conn_succeeded(void)
 	if (rl_conn_cur == NULL)
 		return;
 	rl_conn_cur->retry_at = 0;
-	rl_conn_cur->last_warning = 0;
-	rl_conn_cur->unwarned = 0;
+	rl_conn_cur->failure.retry_at = 0;
+	rl_failure_recovered(&rl_conn_cur->failure);
 }
 
 /* Drops every link whose reply is still out (after an ERROR mid-call). */
@@ -547,26 +537,6 @@ rl_node_has_functions(const RlNode *node)
 {
 	return !node->scripts.functions_refused &&
 		(node->server_version[0] == '\0' || atoi(node->server_version) >= 7);
-}
-
-/*
- * Settings are safe only when the library is loaded in the postmaster.
- * Loaded later, in a backend, its settings are placeholders until then:
- * any role could read the password, and a role's connection options
- * (PGOPTIONS) would be refused at load but would already have replaced
- * the configured values, leaving the built-in defaults (fail open, the
- * default endpoint and prefix).  So, like pg_stat_statements, refuse to
- * work unless preloaded; it is an ERROR, never a policy answer.
- */
-void
-rl_require_preload(void)
-{
-	if (!rl_preloaded)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("ratelimit must be loaded via shared_preload_libraries"),
-				 errdetail("Loaded later, its settings could be read or reset by any role before the library loads."),
-				 errhint("Add 'ratelimit' to shared_preload_libraries and restart the server.")));
 }
 
 /*
@@ -752,6 +722,22 @@ rl_conn_server_version(void)
 			return rl_nodes[i]->server_version;
 	}
 	return NULL;
+}
+
+/*
+ * The failure record of the current node (or the standalone node's), as
+ * of now, for a check it leaves unanswered.
+ */
+RlFailure *
+rl_conn_current_failure(void)
+{
+	RlNode	   *node = rl_conn_cur != NULL ? rl_conn_cur : rl_standalone_node();
+
+	node->failure.retry_at = node->retry_at;
+	snprintf(node->failure.subject, sizeof(node->failure.subject),
+			 "Redis server %s", rl_conn_endpoint());
+	strlcpy(node->failure.what, rl_last_error, sizeof(node->failure.what));
+	return &node->failure;
 }
 
 const char *

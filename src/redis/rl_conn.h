@@ -17,7 +17,9 @@
 
 #include "datatype/timestamp.h"
 
-#include "ratelimit.h"
+#include "rl_guc.h"
+#include "rl_stats.h"
+#include "rl_store.h"
 
 /* One Redis command, binary-safe. */
 typedef struct RlCommand
@@ -42,7 +44,6 @@ typedef struct RlNodeScripts
 } RlNodeScripts;
 
 /* Cluster nodes one backend may know at a time. */
-#define RL_MAX_NODES	64
 
 extern bool rl_conn_begin(void);
 extern bool rl_conn_ready(void);
@@ -76,7 +77,7 @@ extern void rl_node_set_address(RlNode *node, const char *host, int port);
 extern const char *rl_node_failure(const RlNode *node, const char **setting);
 extern bool rl_conn_roundtrip(RlCommand *cmds, int n, redisReply **replies,
 							  TimestampTz deadline, bool overlap);
-extern void rl_conn_failure(bool keep, const char *fmt,...) pg_attribute_printf(2, 3);
+extern void rl_conn_failure(RlFailReason reason, bool keep, const char *fmt,...) pg_attribute_printf(3, 4);
 extern void rl_conn_slot_failure(const char *fmt,...) pg_attribute_printf(1, 2);
 extern void rl_conn_misconfigured(const char *setting, const char *fmt,...) pg_attribute_printf(2, 3);
 extern const char *rl_reply_setting(const char *reply);
@@ -92,5 +93,6 @@ extern const char *rl_conn_endpoint(void);
 extern const char *rl_conn_status_endpoint(void);
 extern const char *rl_conn_server_version(void);
 extern const char *rl_conn_last_error(TimestampTz *at);
+extern RlFailure *rl_conn_current_failure(void);
 
 #endif							/* RL_CONN_H */

@@ -239,13 +239,13 @@ rl_tls_connect(RlNode *node, TimestampTz deadline)
 		if (setting != NULL)
 			rl_conn_misconfigured(setting, "%s", why);
 		else
-			rl_conn_failure(false, "%s", why);
+			rl_conn_failure(RL_FAILED_UNAVAILABLE, false, "%s", why);
 		return false;
 	}
 	node->ssl = rl_tls_start(node->ctx, rl_node_host(node));
 	if (node->ssl == NULL)
 	{
-		rl_conn_failure(false, "could not start TLS: %s", node->ctx->errstr);
+		rl_conn_failure(RL_FAILED_LOST, false, "could not start TLS: %s", node->ctx->errstr);
 		return false;
 	}
 	for (;;)
@@ -261,13 +261,13 @@ rl_tls_connect(RlNode *node, TimestampTz deadline)
 				rl_conn_misconfigured(setting, "TLS handshake failed: %s",
 									  node->ctx->errstr);
 			else
-				rl_conn_failure(false, "TLS handshake failed: %s",
+				rl_conn_failure(RL_FAILED_UNAVAILABLE, false, "TLS handshake failed: %s",
 								node->ctx->errstr);
 			return false;
 		}
 		if (!rl_node_wait(node, rl_node_io_events(io), deadline))
 		{
-			rl_conn_failure(false, "timed out in the TLS handshake with Redis (a server that does not speak TLS on this port waits like this too)");
+			rl_conn_failure(RL_FAILED_TIMEOUT, false, "timed out in the TLS handshake with Redis (a server that does not speak TLS on this port waits like this too)");
 			return false;
 		}
 	}
@@ -334,14 +334,14 @@ rl_node_connect(RlNode *node)
 	if (!AcquireExternalFD())
 	{
 		explicit_bzero(password, sizeof(password));
-		rl_conn_failure(false, "could not connect to Redis: too many open files");
+		rl_conn_failure(RL_FAILED_CONNECT, false, "could not connect to Redis: too many open files");
 		return false;
 	}
 	if (!AcquireExternalFD())
 	{
 		ReleaseExternalFD();
 		explicit_bzero(password, sizeof(password));
-		rl_conn_failure(false, "could not connect to Redis: too many open files");
+		rl_conn_failure(RL_FAILED_CONNECT, false, "could not connect to Redis: too many open files");
 		return false;
 	}
 	if (node->host != NULL)
@@ -364,7 +364,7 @@ rl_node_connect(RlNode *node)
 			rl_conn_misconfigured(rl_connect_setting(node, msg),
 								  "could not connect to Redis: %s", msg);
 		else
-			rl_conn_failure(false, "could not connect to Redis: %s", msg);
+			rl_conn_failure(RL_FAILED_CONNECT, false, "could not connect to Redis: %s", msg);
 		return false;
 	}
 	node->ctx = c;
@@ -405,13 +405,13 @@ rl_node_connect(RlNode *node)
 	if (!connected)
 	{
 		explicit_bzero(password, sizeof(password));
-		rl_conn_failure(false, "timed out connecting to Redis");
+		rl_conn_failure(RL_FAILED_TIMEOUT, false, "timed out connecting to Redis");
 		return false;
 	}
 	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &errlen) != 0 || err != 0)
 	{
 		explicit_bzero(password, sizeof(password));
-		rl_conn_failure(false, "could not connect to Redis: %s",
+		rl_conn_failure(RL_FAILED_CONNECT, false, "could not connect to Redis: %s",
 						strerror(err != 0 ? err : errno));
 		return false;
 	}
@@ -546,7 +546,7 @@ rl_node_connect(RlNode *node)
 			if (setting != NULL)
 				rl_conn_misconfigured(setting, "Redis refused the connection: %s", msg);
 			else
-				rl_conn_failure(false, "Redis refused the connection: %s", msg);
+				rl_conn_failure(RL_FAILED_REFUSED, false, "Redis refused the connection: %s", msg);
 			return false;
 		}
 
@@ -557,7 +557,7 @@ rl_node_connect(RlNode *node)
 		if (replies[i]->type != (i == n - 1 ? REDIS_REPLY_STRING : REDIS_REPLY_STATUS))
 		{
 			rl_free_replies(replies, n);
-			rl_conn_failure(false, "unexpected reply to %s from Redis", argv[i][0]);
+			rl_conn_failure(RL_FAILED_PROTOCOL, false, "unexpected reply to %s from Redis", argv[i][0]);
 			return false;
 		}
 	}

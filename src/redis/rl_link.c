@@ -49,7 +49,7 @@
 
 #include "utils/memutils.h"
 
-#include "ratelimit.h"
+#include "rl_guc.h"
 #include "rl_link.h"
 
 /* One file of the TLS settings as the context read it. */

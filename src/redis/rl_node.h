@@ -58,8 +58,7 @@ struct RlNode
 	uint32		sock_events;
 	bool		busy;			/* a command is out, its reply unread */
 	TimestampTz retry_at;		/* no attempt before then */
-	TimestampTz last_warning;
-	int64		unwarned;
+	RlFailure	failure;		/* its last failure, for the policy */
 	char		server_version[32];
 	RlNodeScripts scripts;		/* what it lost or refuses (rl_scripts.c) */
 	instr_time	sent_at;		/* the round trip out, for rl_stats_rtt */

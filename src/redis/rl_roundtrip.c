@@ -106,7 +106,9 @@ rl_link_failed(RlNode *node, const char *what)
 	if (setting != NULL)
 		rl_conn_misconfigured(setting, "%s: %s", what, node->ctx->errstr);
 	else
-		rl_conn_failure(false, "%s: %s", what, node->ctx->errstr);
+		rl_conn_failure(strncmp(what, "could not parse", 15) == 0 ?
+						RL_FAILED_PROTOCOL : RL_FAILED_LOST,
+						false, "%s: %s", what, node->ctx->errstr);
 }
 
 /* Writes everything hiredis has buffered. */
@@ -126,7 +128,7 @@ rl_flush(RlNode *node, TimestampTz deadline)
 			return true;
 		if (!rl_node_wait(node, rl_node_io_events(io), deadline))
 		{
-			rl_conn_failure(false, "timed out sending to Redis");
+			rl_conn_failure(RL_FAILED_TIMEOUT, false, "timed out sending to Redis");
 			return false;
 		}
 	}
@@ -172,12 +174,12 @@ rl_link_broken(RlNode *node, redisReply **replies, int got, const char *what)
 	char		text[200];
 
 	if (rl_refused_elements > 0)
-		rl_conn_failure(false, "Redis sent an array of %d elements, more than any reply to the extension's commands has",
+		rl_conn_failure(RL_FAILED_PROTOCOL, false, "Redis sent an array of %d elements, more than any reply to the extension's commands has",
 						rl_refused_elements);
 	else if (said != NULL)
 	{
 		rl_reply_text(said, text, sizeof(text));
-		rl_conn_failure(false, "Redis closed the connection after replying: %s",
+		rl_conn_failure(RL_FAILED_LOST, false, "Redis closed the connection after replying: %s",
 						text);
 	}
 	else
@@ -208,7 +210,7 @@ rl_read(RlNode *node, redisReply **replies, int n, TimestampTz deadline)
 				break;
 			if (!rl_node_wait(node, want, deadline))
 			{
-				rl_conn_failure(false, "timed out waiting for Redis reply");
+				rl_conn_failure(RL_FAILED_TIMEOUT, false, "timed out waiting for Redis reply");
 				return false;
 			}
 			io = rl_link_read(ctx, node->ssl, limit);
@@ -220,7 +222,7 @@ rl_read(RlNode *node, redisReply **replies, int n, TimestampTz deadline)
 			want = rl_node_io_events(io);
 			if (ctx->reader->len - ctx->reader->pos > limit)
 			{
-				rl_conn_failure(false, "Redis sent a reply of more than %d bytes, more than any reply to the extension's commands has",
+				rl_conn_failure(RL_FAILED_PROTOCOL, false, "Redis sent a reply of more than %d bytes, more than any reply to the extension's commands has",
 								(int) limit);
 				return false;
 			}
@@ -235,7 +237,7 @@ rl_read(RlNode *node, redisReply **replies, int n, TimestampTz deadline)
 	 */
 	if (ctx->reader->pos < ctx->reader->len)
 	{
-		rl_conn_failure(false, "Redis sent more replies than commands");
+		rl_conn_failure(RL_FAILED_PROTOCOL, false, "Redis sent more replies than commands");
 		return false;
 	}
 	return true;
@@ -296,7 +298,7 @@ rl_node_send(RlNode *node, RlCommand *cmds, int n)
 		if (redisAppendCommandArgv(node->ctx, cmds[i].argc, cmds[i].argv,
 								   cmds[i].argvlen) != REDIS_OK)
 		{
-			rl_conn_failure(false, "could not queue Redis command: %s",
+			rl_conn_failure(RL_FAILED_LOST, false, "could not queue Redis command: %s",
 							node->ctx->errstr);
 			return false;
 		}
@@ -378,7 +380,7 @@ rl_node_step(RlNode *node, redisReply **replies, int n, int *have)
 	}
 	if (ctx->reader->len - ctx->reader->pos > limit)
 	{
-		rl_conn_failure(false, "Redis sent a reply of more than %d bytes, more than any reply to the extension's commands has",
+		rl_conn_failure(RL_FAILED_PROTOCOL, false, "Redis sent a reply of more than %d bytes, more than any reply to the extension's commands has",
 						(int) limit);
 		return -1;
 	}
@@ -398,7 +400,7 @@ rl_node_step(RlNode *node, redisReply **replies, int n, int *have)
 	/* Bytes after the last reply: see rl_read. */
 	if (ctx->reader->pos < ctx->reader->len)
 	{
-		rl_conn_failure(false, "Redis sent more replies than commands");
+		rl_conn_failure(RL_FAILED_PROTOCOL, false, "Redis sent more replies than commands");
 		return -1;
 	}
 	node->busy = false;
@@ -508,7 +510,8 @@ rl_nodes_receive(RlNode **nodes, int nn, bool *ok, redisReply **replies,
 						continue;
 					rl_conn_cur = nodes[k];
 					rl_free_replies(replies + start[k], nb[k]);
-					rl_conn_failure(false, sdslen(nodes[k]->ctx->obuf) > 0 ?
+					rl_conn_failure(RL_FAILED_TIMEOUT, false,
+									sdslen(nodes[k]->ctx->obuf) > 0 ?
 									"timed out sending to Redis" :
 									"timed out waiting for Redis reply");
 					ok[k] = false;

@@ -47,10 +47,10 @@
  * is dropped and its keys get the policy's answer; the other nodes'
  * answers stand.
  *
- * This file sends calls and sorts replies; turning the replies into
- * answers, and the policy's answer for a call left without one, are
- * rl_engine.c's (rl_take_answers), which knows from rl_scripts_call_node
- * which node each call went to.
+ * This file sends calls and sorts replies; rl_redis.c builds the calls
+ * from the engine's checks and turns the replies into answers, and
+ * leaves a call without one unanswered, with the failure of the node it
+ * went to (rl_scripts_call_node).
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -68,7 +68,6 @@
 #include "storage/latch.h"
 
 #include "rl_cluster.h"
-#include "rl_local.h"
 #include "rl_scripts.h"
 
 typedef struct RlScriptSource
@@ -427,7 +426,7 @@ rl_record_replies(const char *unavailable, const char *setting,
 	else if (unavailable[0] != '\0' && !node_wide)
 		rl_conn_slot_failure("%s", unavailable);	/* only those keys */
 	else if (unavailable[0] != '\0')
-		rl_conn_failure(true, "%s", unavailable);
+		rl_conn_failure(RL_FAILED_UNAVAILABLE, true, "%s", unavailable);
 	else if (healthy)
 		rl_conn_succeeded();
 }
@@ -966,10 +965,10 @@ rl_run_cluster(RlCommand *cmds, RlScriptCall *calls, char *numkeys, int n,
  * some scripts).  False means Redis is unavailable for every call and the
  * caller should give the policy answer.  Otherwise replies[] holds one
  * array reply per call, for the caller to free, or NULL for a call Redis
- * refused as unavailable (rl_take_answers gives it the policy answer).
+ * refused as unavailable (rl_redis.c leaves it unanswered).
  */
-static bool
-rl_run_scripts_redis(RlScriptCall *calls, int n, redisReply **replies)
+bool
+rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
 {
 	RlCommand  *cmds;
 	char	   *numkeys;
@@ -1031,41 +1030,7 @@ rl_run_scripts_redis(RlScriptCall *calls, int n, redisReply **replies)
 	return left > 0;
 }
 
-/*
- * The store of every check: the local engine (ratelimit.engine = local),
- * else Redis, whose unanswered calls the local engine answers under
- * ratelimit.failure_mode = local.  As rl_run_scripts_redis, replies[i] is
- * a reply or NULL (the policy's answer); false when none has a reply.
- */
-bool
-rl_run_scripts(RlScriptCall *calls, int n, redisReply **replies)
-{
-	bool		any;
-
-	if (rl_engine == RL_ENGINE_LOCAL)
-		return rl_local_run(calls, n, replies);
-	any = rl_run_scripts_redis(calls, n, replies);
-	if (rl_failure_mode != RL_FAIL_LOCAL)
-		return any;
-	if (!any)
-	{
-		for (int i = 0; i < n; i++)
-			replies[i] = NULL;
-	}
-	rl_local_failover(calls, n, replies);
-	for (int i = 0; i < n; i++)
-	{
-		if (replies[i] != NULL)
-			return true;
-	}
-	return false;
-}
-
-/*
- * Runs one plain command (rl_reset's DEL) under the same rules.  Under
- * failure_mode = local the local engine's copy is deleted too, so that a
- * reset also holds while Redis is away.
- */
+/* Runs one plain command (rl_reset's DEL) under the same rules. */
 bool
 rl_run_command(RlCommand *cmd, redisReply **reply)
 {
@@ -1074,15 +1039,6 @@ rl_run_command(RlCommand *cmd, redisReply **reply)
 	rl_reply_node = NULL;
 	rl_reply_nodes = 0;
 
-	if (rl_engine == RL_ENGINE_LOCAL)
-		return rl_local_command(cmd, reply);
-	if (rl_failure_mode == RL_FAIL_LOCAL)
-	{
-		redisReply *local;
-
-		(void) rl_local_command(cmd, &local);
-		freeReplyObject(local);
-	}
 	if (!rl_conn_begin())
 		return false;
 	if (rl_redis_mode == RL_MODE_CLUSTER)

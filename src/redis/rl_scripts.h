@@ -15,6 +15,10 @@
 
 #include "rl_conn.h"
 
+/* Script table indexes: one per algorithm, then the layered script. */
+#define RL_SCRIPT_LAYERED	RL_NUM_ALGORITHMS
+#define RL_NUM_SCRIPTS		(RL_NUM_ALGORITHMS + 1)
+
 /* One script call: its keys, then its other arguments. */
 typedef struct RlScriptCall
 {
@@ -32,8 +36,5 @@ extern void rl_script_call_init(RlScriptCall *call, int script, int nkeys,
 								int nparams);
 extern void rl_script_call_set(RlScriptCall *call, int i, const char *value);
 
-/* rl_engine.c: script replies into answers, the policy's per call */
-extern void rl_take_answers(redisReply **replies, int n, RlAnswer *answers);
-extern void rl_policy_answer_for(int i, int n, RlAnswer *answer);
 
 #endif							/* RL_SCRIPTS_H */

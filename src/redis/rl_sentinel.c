@@ -193,7 +193,7 @@ rl_sentinel_ask(RlNode *sentinel, char *host, size_t hostsize, int *port)
 			rl_conn_misconfigured(setting, "Sentinel refused the query: %s",
 								  reply->str);
 		else
-			rl_conn_failure(true, "Sentinel could not answer: %s", reply->str);
+			rl_conn_failure(RL_FAILED_UNAVAILABLE, true, "Sentinel could not answer: %s", reply->str);
 	}
 	else if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
 			 reply->element[0]->type == REDIS_REPLY_STRING &&
@@ -207,7 +207,7 @@ rl_sentinel_ask(RlNode *sentinel, char *host, size_t hostsize, int *port)
 		answer = RL_SENTINEL_ADDRESS;
 	}
 	else
-		rl_conn_failure(false, "unexpected reply to SENTINEL get-master-addr-by-name");
+		rl_conn_failure(RL_FAILED_PROTOCOL, false, "unexpected reply to SENTINEL get-master-addr-by-name");
 	freeReplyObject(reply);
 	if (answer != RL_SENTINEL_FAILED)
 		rl_conn_succeeded();
@@ -238,7 +238,7 @@ rl_sentinel_resolve(RlNode *master)
 	char		down[300] = "";
 	TimestampTz budget;
 
-	n = rl_cluster_parse_nodes(rl_redis_nodes, hosts, ports, RL_MAX_NODES,
+	n = rl_parse_nodes(rl_redis_nodes, hosts, ports, RL_MAX_NODES,
 							   why, sizeof(why));
 	budget = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										 rl_connect_timeout + rl_command_timeout);
@@ -301,7 +301,7 @@ rl_sentinel_resolve(RlNode *master)
 	else if (refused_setting != NULL)
 		rl_conn_misconfigured(refused_setting, "%s", refused);
 	else
-		rl_conn_failure(false, "no Sentinel of ratelimit.redis_nodes could be reached (%d asked); last: %s",
+		rl_conn_failure(RL_FAILED_UNAVAILABLE, false, "no Sentinel of ratelimit.redis_nodes could be reached (%d asked); last: %s",
 						asked, down[0] != '\0' ? down : "none tried");
 	return false;
 }
@@ -378,21 +378,21 @@ rl_sentinel_confirm_role(RlNode *master)
 		if (setting != NULL)
 			rl_conn_misconfigured(setting, "Redis refused ROLE: %s", msg);
 		else
-			rl_conn_failure(false, "Redis refused ROLE: %s", msg);
+			rl_conn_failure(RL_FAILED_UNAVAILABLE, false, "Redis refused ROLE: %s", msg);
 		return false;
 	}
 	if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
 		reply->element[0]->type != REDIS_REPLY_STRING)
 	{
 		freeReplyObject(reply);
-		rl_conn_failure(false, "unexpected reply to ROLE from Redis");
+		rl_conn_failure(RL_FAILED_PROTOCOL, false, "unexpected reply to ROLE from Redis");
 		return false;
 	}
 	strlcpy(role, reply->element[0]->str, sizeof(role));
 	freeReplyObject(reply);
 	if (strcmp(role, "master") != 0)
 	{
-		rl_conn_failure(false, "Sentinel named %s as master of \"%s\" but it is a %s",
+		rl_conn_failure(RL_FAILED_UNAVAILABLE, false, "Sentinel named %s as master of \"%s\" but it is a %s",
 						rl_conn_endpoint(), rl_sentinel_master,
 						strcmp(role, "slave") == 0 ? "replica" : role);
 		return false;

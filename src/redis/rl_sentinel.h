@@ -16,11 +16,6 @@
 #include "rl_conn.h"
 
 /* Settings (rl_guc.c). */
-extern char *rl_sentinel_master;
-extern char *rl_sentinel_username;
-extern char *rl_sentinel_password;
-extern char *rl_sentinel_password_file;
-extern int	rl_sentinel_check_interval;
 
 /* What keeps the Redis password from a master that is not ours. */
 typedef enum RlSentinelGuard

@@ -77,6 +77,7 @@
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
+#include "rl_engine.h"
 #include "rl_trigger.h"
 
 PG_FUNCTION_INFO_V1(rl_throttle);
@@ -869,7 +870,7 @@ rl_throttle(PG_FUNCTION_ARGS)
 		return PointerGetDatum(row);	/* consumes nothing, cannot be denied */
 	redis_key = rl_trigger_redis_key(conf, key.data);
 
-	rl_check_rules(&redis_key, &conf->limiter, &cost, 1, &answer);
+	rl_engine_check_rules(&redis_key, &conf->limiter, &cost, 1, &answer);
 
 	if (answer.allowed)
 		return PointerGetDatum(row);

@@ -16,7 +16,8 @@
 #include "commands/trigger.h"
 #include "lib/stringinfo.h"
 
-#include "ratelimit.h"
+#include "rl_args.h"
+#include "rl_postgrest.h"
 
 /*
  * How a key column's value becomes key text (rl_trigger.c): each form
@@ -90,9 +91,6 @@ extern void rl_trigger_denied(RlTriggerConf *conf, const char *desc,
 							  const RlAnswer *answer) pg_attribute_noreturn();
 
 /* rl_trigger_slots.c: a statement's keys against a Redis Cluster */
-extern void rl_check_slots(RlTriggerConf *conf, RlGroup **list,
-						   const int *which, char **keys, const int64 *costs,
-						   int n, int chunk);
 
 extern RlTriggerConf *rl_trigger_conf_copy(const RlTriggerConf *conf,
 										   MemoryContext cxt);

@@ -92,8 +92,8 @@
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
-#include "rl_conn.h"
-#include "rl_local.h"
+#include "rl_engine.h"
+#include "rl_stats.h"
 #include "rl_trigger.h"
 
 PG_FUNCTION_INFO_V1(rl_throttle_statement);
@@ -422,19 +422,9 @@ rl_read_transition(RlTriggerConf *conf, TriggerData *trigdata)
 }
 
 /*
- * Keys per script run.  A script blocks Redis while it runs, 12 to 30 us
- * a key on the reference machine (test/t/011_redis_work.pl measures it),
- * so a chunk of 64 keys holds every other client back for one or two
- * milliseconds, whatever the statement.  Chunks of 32 halved the wait of
- * a caller beside six statements of 10 000 keys, but added 5 % to a
- * 100 000-row INSERT of 1000 keys (test/bench/run.sh); 64 add about 1 %.
- */
-#define RL_STATEMENT_CHUNK	64
-
-/*
  * Work the commit would do anyway, done while Redis runs the statement's
- * check: the I/O layer runs it once the scripts are written, before it
- * waits (rl_conn_set_wait_work).  A statement that wrote much WAL (a bulk
+ * check: the store runs it once the scripts are written, before it waits
+ * (rl_engine_check_statement's wait_work).  A statement that wrote much WAL (a bulk
  * INSERT) leaves it to be written and flushed at commit; flushing it now
  * overlaps that I/O with Redis's script instead of following it.  The
  * threshold is the WAL writer's own (wal_writer_flush_after), so a
@@ -458,12 +448,11 @@ rl_flush_wal_while_waiting(void)
 
 /*
  * The statement's end, in either form: checks and consumes the keys'
- * costs, RL_STATEMENT_CHUNK keys per script run, one round trip after
- * the other, in the order the keys first appeared.  Each chunk is all or
- * nothing.  The first chunk that refuses fails the statement; the chunks
- * before it stay consumed, as a row trigger's earlier rows do.  So a
- * statement of up to RL_STATEMENT_CHUNK keys is all or nothing.  Keys
- * whose rows cost nothing are not sent.
+ * costs through the engine (rl_engine_check_statement), in the order the
+ * keys first appeared, RL_STATEMENT_CHUNK keys per check; the first
+ * refusal fails the statement.  Keys whose rows cost nothing are not
+ * sent; a key no window can admit (rl_group_too_big, reached only in
+ * shadow mode) is counted as refused without asking the store.
  */
 static void
 rl_check_groups(RlTriggerConf *conf, RlGroups *groups)
@@ -472,13 +461,13 @@ rl_check_groups(RlTriggerConf *conf, RlGroups *groups)
 	int			ngroups;
 	int			n = 0;
 	char	  **keys;
-	RlLimiter  *limiters;
 	int64	   *costs;
 	int		   *which;
+	RlAnswer	answer;
+	int			refused;
 
 	list = rl_groups_finish(groups, conf, &ngroups);
 	keys = palloc(sizeof(char *) * Max(ngroups, 1));
-	limiters = palloc(sizeof(RlLimiter) * Max(ngroups, 1));
 	costs = palloc(sizeof(int64) * Max(ngroups, 1));
 	which = palloc(sizeof(int) * Max(ngroups, 1));
 	for (int i = 0; i < ngroups; i++)
@@ -487,51 +476,23 @@ rl_check_groups(RlTriggerConf *conf, RlGroups *groups)
 			continue;
 		if (list[i]->cost > rl_capacity(&conf->limiter))
 		{
-			/* Shadow mode: a key no window can admit (rl_group_too_big). */
-			rl_counters.calls++;
-			rl_counters.denied++;
-			rl_counters.shadow_denied++;
+			rl_engine_count_refusal(rl_trigger_redis_key(conf, list[i]->key),
+									&conf->limiter);
 			continue;
 		}
 		keys[n] = rl_trigger_redis_key(conf, list[i]->key);
-		limiters[n] = conf->limiter;
 		costs[n] = list[i]->cost;
 		which[n] = i;
 		n++;
 	}
 
-	/* The statement's WAL is flushed while Redis checks its keys. */
-	rl_conn_set_wait_work(rl_flush_wal_while_waiting);
-	PG_TRY();
-	{
-		/* A cluster: one script per hash slot, in two rounds (rl_trigger_slots.c). */
-		if (rl_redis_mode == RL_MODE_CLUSTER && rl_engine != RL_ENGINE_LOCAL)
-			rl_check_slots(conf, list, which, keys, costs, n, RL_STATEMENT_CHUNK);
-		else
-		{
-			for (int start = 0; start < n; start += RL_STATEMENT_CHUNK)
-			{
-				int			len = Min(RL_STATEMENT_CHUNK, n - start);
-				RlAnswer	answer;
-				int			tightest;
-
-				CHECK_FOR_INTERRUPTS();
-				tightest = rl_check_rules(keys + start, limiters + start,
-										  costs + start, len, &answer);
-				if (!answer.allowed)
-					rl_trigger_denied(conf,
-									  tightest >= 0 ?
-									  rl_group_desc(conf, list[which[start + tightest]]) :
-									  NULL,
-									  &answer);
-			}
-		}
-	}
-	PG_FINALLY();
-	{
-		rl_conn_set_wait_work(NULL);
-	}
-	PG_END_TRY();
+	/* The statement's WAL is flushed while the store checks its keys. */
+	refused = rl_engine_check_statement(keys, &conf->limiter, costs, n,
+										rl_flush_wal_while_waiting, &answer);
+	if (!answer.allowed)
+		rl_trigger_denied(conf,
+						  refused >= 0 ? rl_group_desc(conf, list[which[refused]]) : NULL,
+						  &answer);
 }
 
 /*

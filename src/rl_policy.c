@@ -1,0 +1,266 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_policy.c
+ *	  The failure policy: everything ratelimit.failure_mode decides.
+ *
+ * A store leaves a check unanswered when it cannot answer it (Redis down,
+ * stalled, misconfigured or unable to serve; the local table full), with
+ * an RlFailure that says why.  Here, and nowhere else:
+ *
+ * - the answer meanwhile: open admits; closed denies, with the store's
+ *   own wait before it tries again; error raises; local asks this
+ *   server's local store, and denies what it cannot answer either;
+ * - the WARNING that tells an operator, rate-limited per source of
+ *   failures (once a minute for a Redis node, once a second for the
+ *   local table, at once after a success), with the count of the
+ *   failures it did not report;
+ * - the counters of those answers (rl_status: fail_open, fail_closed,
+ *   fail_local);
+ * - rl_reset's rule: administrative, so a store that cannot forget the
+ *   keys is an ERROR whatever the mode, and under failure_mode = local the
+ *   local store's copy is forgotten too.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_policy.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "rl_guc.h"
+#include "rl_policy.h"
+#include "rl_stats.h"
+
+/* Most one WARNING per source of failures per interval. */
+#define RL_WARN_INTERVAL_MS		60000
+#define RL_WARN_FULL_INTERVAL_MS	1000
+
+/*
+ * What the policy does with calls while a store cannot be used, for the
+ * WARNING: an operator reading the log must know whether calls are let
+ * through.  The local table full under failure_mode = local denies only
+ * the calls that need room.
+ */
+static const char *
+rl_policy_words(const RlFailure *failure)
+{
+	if (failure->reason == RL_FAILED_FULL && rl_failure_mode == RL_FAIL_LOCAL)
+		return failure->log_full ?
+			"calls that need more room are denied" :
+			"calls that need a new entry are denied";
+	if (!rl_enforce && rl_failure_mode != RL_FAIL_ERROR)
+		return "calls are let through (ratelimit.enforce is off)";
+	switch (rl_failure_mode)
+	{
+		case RL_FAIL_OPEN:
+			return "calls are let through (ratelimit.failure_mode is \"open\")";
+		case RL_FAIL_CLOSED:
+			return "calls are denied (ratelimit.failure_mode is \"closed\")";
+		case RL_FAIL_LOCAL:
+			return "calls are answered by this server's local engine (ratelimit.failure_mode is \"local\")";
+		default:
+			return "calls raise an error (ratelimit.failure_mode is \"error\")";
+	}
+}
+
+/* The failure as the store words it (rl_status().last_error for Redis). */
+static void
+rl_policy_detail(const RlFailure *failure, char *buf, size_t len)
+{
+	strlcpy(buf, failure->what, len);
+}
+
+/*
+ * Warns of the failures recorded in failure since the policy last looked:
+ * the first at once, then at most one per interval, the next one telling
+ * how many were not reported.
+ */
+static void
+rl_policy_warn(RlFailure *failure)
+{
+	TimestampTz now;
+	char		detail[600];
+	uint64		fresh = failure->events - failure->seen;
+	bool		full = failure->reason == RL_FAILED_FULL;
+
+	if (fresh == 0)
+		return;
+	failure->seen = failure->events;
+	now = GetCurrentTimestamp();
+	if (failure->last_warning != 0 &&
+		!TimestampDifferenceExceeds(failure->last_warning, now,
+									full ? RL_WARN_FULL_INTERVAL_MS : RL_WARN_INTERVAL_MS))
+	{
+		failure->unwarned += fresh;
+		return;
+	}
+	rl_policy_detail(failure, detail, sizeof(detail));
+	if (full)
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("%s is full; %s", failure->setting,
+						rl_policy_words(failure)),
+				 errdetail_internal("%s", detail),
+				 failure->unwarned > 0 ?
+				 errhint("%lld further refusals were not reported. Raise %s (a restart is needed).",
+						 (long long) failure->unwarned, failure->setting) :
+				 errhint("Raise %s (a restart is needed).", failure->setting)));
+	else
+		ereport(WARNING,
+				(failure->setting != NULL ?
+				 errcode(ERRCODE_CONFIG_FILE_ERROR) :
+				 errcode(ERRCODE_CONNECTION_FAILURE),
+				 failure->setting != NULL ?
+				 errmsg("ratelimit cannot use %s: check %s; %s",
+						failure->subject, failure->setting,
+						rl_policy_words(failure)) :
+				 errmsg("%s is unavailable; %s", failure->subject,
+						rl_policy_words(failure)),
+				 errdetail_internal("%s", detail),
+				 failure->unwarned > 0 ?
+				 errhint("%lld further failures were not reported; see rl_status().",
+						 (long long) failure->unwarned) : 0));
+	failure->last_warning = now;
+	failure->unwarned = fresh - 1;
+}
+
+/* failure_mode = error: the call fails, saying why. */
+static void
+rl_policy_raise(const RlFailure *failure)
+{
+	char		detail[600];
+
+	rl_policy_detail(failure, detail, sizeof(detail));
+	if (failure->reason == RL_FAILED_FULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("%s is full", failure->setting),
+				 errdetail_internal("%s", detail),
+				 errhint("Raise %s (a restart is needed).", failure->setting)));
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("%s is unavailable", failure->subject),
+			 errdetail_internal("%s", detail),
+			 errhint("ratelimit.failure_mode is \"error\"; set it to \"open\" or \"closed\" to answer without Redis.")));
+}
+
+/*
+ * The answer of a check nobody could answer: open admits, closed denies
+ * until the store's next attempt (retry_at, of the first store asked).
+ */
+static void
+rl_policy_fixed(RlCheck *check, TimestampTz retry_at)
+{
+	RlAnswer   *answer = &check->answer;
+
+	answer->known = false;
+	answer->remaining = 0;
+	answer->reset_after_ms = 0;
+	check->tightest = -1;
+	if (rl_failure_mode == RL_FAIL_OPEN)
+	{
+		rl_counters.fail_open++;
+		answer->allowed = true;
+		answer->retry_after_ms = 0;
+		return;
+	}
+	rl_counters.fail_closed++;
+	answer->allowed = false;
+	answer->retry_after_ms = 1;
+	if (retry_at != 0)
+		answer->retry_after_ms =
+			Max(1, TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+												   retry_at));
+}
+
+/*
+ * Answers the checks store left unanswered (those with answered false),
+ * as ratelimit.failure_mode says; under "error" raises.
+ */
+void
+rl_policy_answer(const RlStoreOps *store, RlCheck *checks, int n)
+{
+	TimestampTz *retry_at = palloc(sizeof(TimestampTz) * n);
+	RlCheck    *local = NULL;
+	int		   *which = NULL;
+	int			m = 0;
+
+	/* Every source's failures first: the WARNING comes before an ERROR. */
+	for (int i = 0; i < n; i++)
+	{
+		if (checks[i].answered)
+			continue;
+		rl_policy_warn(checks[i].failure);
+		retry_at[i] = checks[i].failure->retry_at;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		if (!checks[i].answered && rl_failure_mode == RL_FAIL_ERROR)
+			rl_policy_raise(checks[i].failure);
+	}
+
+	/* failure_mode = local: what Redis left, the local store answers. */
+	if (rl_failure_mode == RL_FAIL_LOCAL && store != &rl_local_store)
+	{
+		local = palloc(sizeof(RlCheck) * n);
+		which = palloc(sizeof(int) * n);
+		for (int i = 0; i < n; i++)
+		{
+			if (checks[i].answered)
+				continue;
+			local[m] = checks[i];
+			which[m++] = i;
+		}
+		rl_local_store.check(local, m, NULL);
+		for (int k = 0; k < m; k++)
+		{
+			if (!local[k].answered)
+			{
+				rl_policy_warn(local[k].failure);
+				continue;
+			}
+			rl_counters.fail_local++;
+			checks[which[k]] = local[k];
+		}
+	}
+
+	for (int i = 0; i < n; i++)
+	{
+		if (checks[i].answered)
+			continue;
+		rl_policy_fixed(&checks[i], retry_at[i]);
+		checks[i].answered = true;
+	}
+}
+
+/*
+ * rl_reset's rule: forgets the keys in store, and under failure_mode =
+ * local in the local store too, so that a reset also holds while Redis is
+ * away.  A store that cannot is an ERROR whatever the mode: a reset is
+ * administrative, and a caller must not believe a limiter forgotten.
+ * True if any key had state.
+ */
+bool
+rl_policy_remove(const RlStoreOps *store, char **keys, int n)
+{
+	RlFailure  *failure = NULL;
+	bool		existed = false;
+	bool		local_existed = false;
+	char		detail[600];
+
+	if (rl_failure_mode == RL_FAIL_LOCAL && store != &rl_local_store)
+		(void) rl_local_store.remove(keys, n, &local_existed, &failure);
+	if (store->remove(keys, n, &existed, &failure))
+		return existed;
+	rl_policy_warn(failure);
+	rl_policy_detail(failure, detail, sizeof(detail));
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("%s is unavailable", failure->subject),
+			 errdetail_internal("%s", detail)));
+	return false;				/* keep compiler quiet */
+}

@@ -1,0 +1,137 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_store.h
+ *	  The interface between the engine and the stores that answer checks.
+ *
+ * A store keeps limiters' state and answers checks against it: the Redis
+ * store (src/redis/) runs the Lua scripts on a server, the local store
+ * (src/local/) runs the same algorithms in this server's shared memory.
+ * Each fills a table of operations, as hiredis's redisContextFuncs or
+ * TimescaleDB's ConnOps do, and the engine (rl_engine.c) calls them
+ * through it; nothing else does, but the failure policy, which asks the
+ * local store for what Redis left unanswered (failure_mode = local).
+ *
+ * A store answers each check, or leaves it unanswered with a pointer to
+ * an RlFailure that says why, typed, and when the store will try again.
+ * It never calls up: it does not know the failure policy, the deny
+ * cache, the counters of calls or shadow mode.  Answers cross as answers
+ * (RlAnswer), never as a store's own replies.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_store.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RL_STORE_H
+#define RL_STORE_H
+
+#include "ratelimit.h"
+
+/*
+ * Why a store could not answer, kept by the store for the source of the
+ * failure (a Redis node, the local table) and handed to the failure
+ * policy with every check it leaves unanswered.  The store writes the
+ * first part when a failure happens; the policy keeps its warnings' rate
+ * in the second, so the store need not call it.
+ */
+typedef struct RlFailure
+{
+	/* Written by the store. */
+	RlFailReason reason;
+	const char *setting;		/* misconfigured or full: the setting to fix */
+	bool		log_full;		/* full: the sliding logs' pool, not the table */
+	char		subject[300];	/* "Redis server host:port", or the setting */
+	char		what[512];		/* the detail: what happened, no key or secret */
+	TimestampTz retry_at;		/* the store tries again then (0: at once) */
+	uint64		events;			/* failures recorded here so far */
+
+	/* Kept by the failure policy (rl_policy.c). */
+	uint64		seen;			/* events warned of or counted unwarned */
+	TimestampTz last_warning;
+	int64		unwarned;
+} RlFailure;
+
+/* A success ends a run of failures: the next one is warned of at once. */
+static inline void
+rl_failure_recovered(RlFailure *failure)
+{
+	failure->last_warning = 0;
+	failure->unwarned = 0;
+}
+
+/*
+ * One check: its rules are checked and consumed together, all or
+ * nothing.  A check of one limiter (rl_allow) has one rule and rules
+ * false; layered rules, the triggers and a statement's chunks have rules
+ * true (lua/layered.lua's semantics: a rule asked for nothing admits).
+ */
+typedef struct RlCheck
+{
+	int			nrules;
+	char	  **keys;			/* each rule's store key (rl_redis_key) */
+	const RlLimiter *limiters;	/* each rule's, or one for all (uniform) */
+	const int64 *costs;
+	bool		uniform;
+	bool		rules;
+	bool		check_only;		/* consume nothing (uniform rules only) */
+
+	/* The store's answer. */
+	bool		answered;
+	RlAnswer	answer;
+	int			tightest;		/* the rule that decided, from 0 */
+	RlFailure  *failure;		/* unanswered: why */
+} RlCheck;
+
+static inline const RlLimiter *
+rl_check_limiter_of(const RlCheck *check, int rule)
+{
+	return check->uniform ? &check->limiters[0] : &check->limiters[rule];
+}
+
+/* Work to do while a store waits on the network (the trigger's WAL flush). */
+typedef void (*RlWaitWork) (void);
+
+/* What rl_status() shows of a store. */
+typedef struct RlStoreStatus
+{
+	const char *endpoint;
+	bool		connected;
+	const char *server;			/* product and version, NULL if unknown */
+	const char *last_error;		/* NULL: none */
+	TimestampTz last_error_at;
+} RlStoreStatus;
+
+typedef struct RlStoreOps
+{
+	const char *name;
+
+	/* At _PG_init, when preloaded: ask for shared memory, hooks. */
+	void		(*init) (void);
+
+	/* Answers checks[0..n-1], or leaves some unanswered (see above). */
+	void		(*check) (RlCheck *checks, int n, RlWaitWork work);
+
+	/*
+	 * Forgets the keys' state; *existed tells whether any had one.  False
+	 * when the store could not (*failure says why).
+	 */
+	bool		(*remove) (char **keys, int n, bool *existed,
+						   RlFailure **failure);
+
+	/*
+	 * The partition of a key: checks of keys in different partitions
+	 * cannot be one atomic script (Redis Cluster's hash slots).  -1 when
+	 * the store has a single partition.
+	 */
+	int			(*partition) (const char *key);
+
+	/* What rl_status() shows. */
+	void		(*status) (RlStoreStatus *status);
+} RlStoreOps;
+
+extern const RlStoreOps rl_redis_store;	/* src/redis/rl_redis.c */
+extern const RlStoreOps rl_local_store;	/* src/local/rl_local_run.c */
+
+#endif							/* RL_STORE_H */
