@@ -14,16 +14,8 @@ local function rl_allow(keys, argv, algorithm)
   end
   local limit = tonumber(argv[1])
   local cost = tonumber(argv[3])
-  local ok, remaining, retry, reset, state =
-    algorithm(keys[1], limit, tonumber(argv[2]), cost,
-              rl_clock(argv[4]), argv[5] and tonumber(argv[5]) or limit)
-  -- A peek is always admitted, also when a lowered limit leaves the
-  -- state above it: it consumes nothing.
-  if not ok and cost > 0 then
-    return {0, math.max(0, remaining), math.max(1, rl_ms(retry)), rl_ms(reset)}
-  end
-  if ok and state then
-    rl_write(keys[1], state, reset)
-  end
-  return {1, math.max(0, remaining), 0, rl_ms(reset)}
+  return {rl_one(keys[1], cost,
+                 algorithm(keys[1], limit, tonumber(argv[2]), cost,
+                           rl_clock(argv[4]),
+                           argv[5] and tonumber(argv[5]) or limit))}
 end

@@ -117,3 +117,17 @@ local function rl_write(key, state, reset)
     state()
   end
 end
+
+-- One check of one limiter, from its algorithm's result: a denial
+-- consumes nothing; an admission writes the new state.  A peek (cost 0)
+-- is always admitted, also when a lowered limit leaves the state above
+-- it.  Returns allowed 0/1, remaining, retry_after_ms, reset_after_ms.
+local function rl_one(key, cost, ok, remaining, retry, reset, state)
+  if not ok and cost > 0 then
+    return 0, math.max(0, remaining), math.max(1, rl_ms(retry)), rl_ms(reset)
+  end
+  if ok and state then
+    rl_write(key, state, reset)
+  end
+  return 1, math.max(0, remaining), 0, rl_ms(reset)
+end

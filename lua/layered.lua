@@ -15,9 +15,12 @@
 --            '=', algorithm, limit, window (us), burst, then each rule's
 --            cost.  burst is the capacity (the limit when none was set).
 --            '?' instead of '=': the same, but only checked, nothing is
---            consumed (the first round of a statement over many slots)
+--            consumed (the first round of a statement over many slots);
+--            '*' instead of '=': each key its own check, as allow.lua
+--            checks one (a batch: rl_allow_many's keys of one node).
 -- Reply: {allowed 0/1, remaining, retry_after_ms, reset_after_ms,
---         index of the most restrictive rule (1-based)}.
+--         index of the most restrictive rule (1-based)}; with '*', the
+--         first four for each key, one key after the other.
 -- When refused, remaining and reset_after_ms describe the state as it is
 -- (nothing was consumed), and retry_after_ms is the largest wait among
 -- the refusing rules: after it every rule admits the call.
@@ -50,7 +53,8 @@ local function rl_layered(KEYS, ARGV)
   end
 
   local check_only = ARGV[2] == '?'
-  local uniform = ARGV[2] == '=' or check_only
+  local each = ARGV[2] == '*'
+  local uniform = ARGV[2] == '=' or check_only or each
 
   for i = 1, #KEYS do
     local algorithm, limit, window, cost, burst
@@ -68,16 +72,26 @@ local function rl_layered(KEYS, ARGV)
       cost = num(ARGV[base + 3])
       burst = num(ARGV[base + 4])
     end
-    local ok, left, wait, fresh, state =
-      algorithm(KEYS[i], limit, window, cost, now, burst)
-    -- A rule asked for nothing admits (a peek), whatever its state.
-    if cost == 0 then
-      ok = true
+    if each then
+      local b = 4 * i - 4
+      results[b + 1], results[b + 2], results[b + 3], results[b + 4] =
+        rl_one(KEYS[i], cost,
+               algorithm(KEYS[i], limit, window, cost, now, burst))
+    else
+      local ok, left, wait, fresh, state =
+        algorithm(KEYS[i], limit, window, cost, now, burst)
+      -- A rule asked for nothing admits (a peek), whatever its state.
+      if cost == 0 then
+        ok = true
+      end
+      if not ok then
+        all_ok = false
+      end
+      results[i] = {ok, left, wait, fresh, state, algorithm, limit, window, burst}
     end
-    if not ok then
-      all_ok = false
-    end
-    results[i] = {ok, left, wait, fresh, state, algorithm, limit, window, burst}
+  end
+  if each then
+    return results
   end
 
   local remaining, retry, reset, tightest = nil, 0, 0, 1

@@ -22,6 +22,13 @@
 #include "rl_store.h"
 
 /* One Redis command, binary-safe. */
+/*
+ * Keys of a batch per script (lua/layered.lua's '*' form): like a
+ * statement's chunk, a script of 64 keys holds other clients back for a
+ * millisecond or two at most.
+ */
+#define RL_BATCH_KEYS	64
+
 typedef struct RlCommand
 {
 	int			argc;

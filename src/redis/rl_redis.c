@@ -7,7 +7,11 @@
  * The operations of rl_store.h for Redis.  A check of one limiter is one
  * call of its algorithm's script (lua/<algorithm>.lua); rules checked
  * together are one call of lua/layered.lua, in its uniform form ('=', or
- * '?' to check only) when every rule has the same limiter.  rl_scripts.c
+ * '?' to check only) when every rule has the same limiter.  A batch's
+ * checks of one limiter whose keys share a node (standalone: all of them;
+ * a cluster: those of one hash slot) go RL_BATCH_KEYS to one call of
+ * layered.lua's '*' form, each key its own check: a call costs Redis and
+ * this backend far more than a key does.  rl_scripts.c
  * sends the calls (FCALL or EVALSHA, pipelined, routed per hash slot in a
  * cluster); here each reply becomes an answer, and a call Redis did not
  * answer is left unanswered with the failure of the node it went to
@@ -29,6 +33,14 @@
 #include "rl_args.h"
 #include "rl_cluster.h"
 #include "rl_scripts.h"
+
+/* One script call: checks idx[first..first+n-1]; many: the '*' form. */
+typedef struct RlRedisCall
+{
+	int			first;
+	int			n;
+	bool		many;
+} RlRedisCall;
 
 /* Numbers of a call, formatted once per limiter and reused. */
 typedef struct RlRedisNumbers
@@ -127,20 +139,82 @@ rl_redis_rules_call(RlScriptCall *call, const RlCheck *check,
 }
 
 /*
- * A script's reply {allowed, remaining, retry_after_ms, reset_after_ms}
- * and, for rules, the 1-based rule that decided.  False for any other
- * shape.
+ * A batch's checks of one limiter, one call: layered.lua's '*' form, with
+ * keys, clock, '*', the limiter (algorithm, limit, window, capacity) and
+ * each key's cost.
  */
-static bool
-rl_redis_answer(const redisReply *reply, RlCheck *check)
+static void
+rl_redis_many_call(RlScriptCall *call, RlCheck *checks, const int *idx,
+				   int n, const char *clock)
 {
-	if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 4)
-		return false;
+	const RlLimiter *l = &checks[idx[0]].limiters[0];
+	int			p = 0;
+	char	   *cost = NULL;
+
+	rl_script_call_init(call, RL_SCRIPT_LAYERED, n, 2 * n + 6);
+	for (int k = 0; k < n; k++)
+		rl_script_call_set(call, p++, checks[idx[k]].keys[0]);
+	rl_script_call_set(call, p++, clock);
+	rl_script_call_set(call, p++, "*");
+	rl_script_call_set(call, p++, rl_algorithm_name(l->algorithm));
+	rl_script_call_set(call, p++, psprintf(INT64_FORMAT, l->limit));
+	rl_script_call_set(call, p++, psprintf(INT64_FORMAT, l->window_us));
+	rl_script_call_set(call, p++, psprintf(INT64_FORMAT, rl_capacity(l)));
+	for (int k = 0; k < n; k++)
+	{
+		int64		c = checks[idx[k]].costs[0];
+
+		if (k == 0 || c != checks[idx[k - 1]].costs[0])
+			cost = psprintf(INT64_FORMAT, c);
+		rl_script_call_set(call, p++, cost);
+	}
+}
+
+/* Four integers from element at of reply: one check's answer. */
+static bool
+rl_redis_answer_at(const redisReply *reply, size_t at, RlCheck *check)
+{
 	for (int i = 0; i < 4; i++)
 	{
-		if (reply->element[i]->type != REDIS_REPLY_INTEGER)
+		if (reply->element[at + i]->type != REDIS_REPLY_INTEGER)
 			return false;
 	}
+	check->answer.known = true;
+	check->answer.allowed = reply->element[at]->integer != 0;
+	check->answer.remaining = reply->element[at + 1]->integer;
+	check->answer.retry_after_ms = reply->element[at + 2]->integer;
+	check->answer.reset_after_ms = reply->element[at + 3]->integer;
+	check->answered = true;
+	return true;
+}
+
+/*
+ * A script's reply {allowed, remaining, retry_after_ms, reset_after_ms}
+ * and, for rules, the 1-based rule that decided; for a batch's call, the
+ * first four for each of its n checks.  False for any other shape.
+ */
+static bool
+rl_redis_answers(const redisReply *reply, RlCheck *checks, const int *idx,
+				 const RlRedisCall *rc)
+{
+	RlCheck    *check = &checks[idx[rc->first]];
+
+	if (reply->type != REDIS_REPLY_ARRAY)
+		return false;
+	if (rc->many)
+	{
+		if (reply->elements != 4 * (size_t) rc->n)
+			return false;
+		for (int k = 0; k < rc->n; k++)
+		{
+			checks[idx[rc->first + k]].tightest = 0;
+			if (!rl_redis_answer_at(reply, 4 * k, &checks[idx[rc->first + k]]))
+				return false;
+		}
+		return true;
+	}
+	if (reply->elements < 4)
+		return false;
 	check->tightest = 0;
 	if (check->rules)
 	{
@@ -151,42 +225,142 @@ rl_redis_answer(const redisReply *reply, RlCheck *check)
 			return false;
 		check->tightest = (int) reply->element[4]->integer - 1;
 	}
-	check->answer.known = true;
-	check->answer.allowed = reply->element[0]->integer != 0;
-	check->answer.remaining = reply->element[1]->integer;
-	check->answer.retry_after_ms = reply->element[2]->integer;
-	check->answer.reset_after_ms = reply->element[3]->integer;
-	check->answered = true;
-	return true;
+	return rl_redis_answer_at(reply, 0, check);
+}
+
+/* A batch being planned: its checks and their keys' slots. */
+typedef struct RlRedisBatch
+{
+	const RlCheck *checks;
+	const int  *slot;
+} RlRedisBatch;
+
+/* Sorts a batch's checks by limiter, then slot, then place. */
+static int
+rl_redis_batch_cmp(const void *a, const void *b, void *arg)
+{
+	const RlRedisBatch *batch = arg;
+	int			ia = *(const int *) a;
+	int			ib = *(const int *) b;
+	const RlLimiter *la = batch->checks[ia].limiters;
+	const RlLimiter *lb = batch->checks[ib].limiters;
+
+	if (la != lb)
+		return la < lb ? -1 : 1;
+	if (batch->slot[ia] != batch->slot[ib])
+		return batch->slot[ia] < batch->slot[ib] ? -1 : 1;
+	return ia < ib ? -1 : (ia > ib);
 }
 
 /*
- * The store's check: every check one script call, sent together.  A call
- * with no reply is left unanswered, with the failure of its node.
+ * Orders the checks into calls (idx[], calls[]): rules and lone checks
+ * one call each; a batch's checks of one limiter, RL_BATCH_KEYS per call
+ * among those of one slot (cluster) or all (standalone).  Returns the
+ * number of calls.
+ */
+static int
+rl_redis_plan(RlCheck *checks, int n, int *idx, RlRedisCall *calls)
+{
+	bool		cluster = rl_redis_mode == RL_MODE_CLUSTER;
+	int		   *slot;
+	RlRedisBatch batch;
+	int			ncalls = 0;
+	int			nrules;
+	int			m = 0;
+
+	/* Rules first, in their order; then the batch, grouped. */
+	for (int i = 0; i < n; i++)
+	{
+		if (checks[i].rules || n == 1)
+			idx[m++] = i;
+	}
+	for (int i = 0; i < m; i++)
+	{
+		calls[ncalls].first = i;
+		calls[ncalls].n = 1;
+		calls[ncalls].many = false;
+		ncalls++;
+	}
+	if (m == n)
+		return ncalls;
+	slot = palloc0(sizeof(int) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (checks[i].rules)
+			continue;
+		idx[m++] = i;
+		if (cluster)
+			slot[i] = rl_key_slot(checks[i].keys[0], strlen(checks[i].keys[0]));
+	}
+	batch.checks = checks;
+	batch.slot = slot;
+	nrules = ncalls;
+	qsort_arg(idx + nrules, n - nrules, sizeof(int), rl_redis_batch_cmp,
+			  &batch);
+	for (int i = nrules; i < n; i++)
+	{
+		const RlCheck *c = &checks[idx[i]];
+
+		/* After the batch's first check, the last call is the batch's. */
+		if (i > nrules)
+		{
+			RlRedisCall *last = &calls[ncalls - 1];
+			int			head = idx[last->first];
+
+			if (last->n < RL_BATCH_KEYS &&
+				checks[head].limiters == c->limiters &&
+				slot[head] == slot[idx[i]])
+			{
+				last->n++;
+				last->many = true;
+				continue;
+			}
+		}
+		calls[ncalls].first = i;
+		calls[ncalls].n = 1;
+		calls[ncalls].many = false;
+		ncalls++;
+	}
+	return ncalls;
+}
+
+/*
+ * The store's check: the checks as script calls (rl_redis_plan), sent
+ * together.  A call with no reply leaves its checks unanswered, with the
+ * failure of its node.
  */
 static void
 rl_redis_check(RlCheck *checks, int n, RlWaitWork work)
 {
-	RlScriptCall *calls = palloc(sizeof(RlScriptCall) * n);
-	redisReply **replies = palloc0(sizeof(redisReply *) * n);
+	int		   *idx = palloc(sizeof(int) * n);
+	RlRedisCall *plan = palloc(sizeof(RlRedisCall) * n);
+	int			ncalls = rl_redis_plan(checks, n, idx, plan);
+	RlScriptCall *calls = palloc(sizeof(RlScriptCall) * ncalls);
+	redisReply **replies = palloc0(sizeof(redisReply *) * ncalls);
 	RlRedisNumbers nums = {0};
 	const char *clock = rl_clock_arg();
 	bool		ran;
 	bool		ok = true;
 
-	for (int i = 0; i < n; i++)
+	for (int j = 0; j < ncalls; j++)
 	{
-		checks[i].answered = false;
-		if (checks[i].rules)
-			rl_redis_rules_call(&calls[i], &checks[i], clock);
+		RlCheck    *c = &checks[idx[plan[j].first]];
+
+		for (int k = 0; k < plan[j].n; k++)
+			checks[idx[plan[j].first + k]].answered = false;
+		if (plan[j].many)
+			rl_redis_many_call(&calls[j], checks, idx + plan[j].first,
+							   plan[j].n, clock);
+		else if (c->rules)
+			rl_redis_rules_call(&calls[j], c, clock);
 		else
-			rl_redis_single_call(&calls[i], &checks[i], &nums, clock);
+			rl_redis_single_call(&calls[j], c, &nums, clock);
 	}
 
 	rl_conn_set_wait_work(work);
 	PG_TRY();
 	{
-		ran = rl_run_scripts(calls, n, replies);
+		ran = rl_run_scripts(calls, ncalls, replies);
 	}
 	PG_FINALLY();
 	{
@@ -196,12 +370,12 @@ rl_redis_check(RlCheck *checks, int n, RlWaitWork work)
 
 	if (ran)
 	{
-		for (int i = 0; i < n && ok; i++)
+		for (int j = 0; j < ncalls && ok; j++)
 		{
-			if (replies[i] != NULL)
-				ok = rl_redis_answer(replies[i], &checks[i]);
+			if (replies[j] != NULL)
+				ok = rl_redis_answers(replies[j], checks, idx, &plan[j]);
 		}
-		rl_free_replies(replies, n);
+		rl_free_replies(replies, ncalls);
 		if (!ok)
 		{
 			rl_conn_drop();
@@ -213,16 +387,25 @@ rl_redis_check(RlCheck *checks, int n, RlWaitWork work)
 	}
 
 	/* What Redis did not answer: the failure of the node each call met. */
-	for (int i = 0; i < n; i++)
+	for (int j = 0; j < ncalls; j++)
 	{
-		RlNode	   *node;
+		RlNode	   *node = ran ? rl_scripts_call_node(j, ncalls) : NULL;
+		RlFailure  *failure = NULL;
 
-		if (checks[i].answered)
-			continue;
-		node = ran ? rl_scripts_call_node(i, n) : NULL;
-		if (node != NULL)
-			rl_conn_set_current(node);
-		checks[i].failure = rl_conn_current_failure();
+		for (int k = 0; k < plan[j].n; k++)
+		{
+			RlCheck    *c = &checks[idx[plan[j].first + k]];
+
+			if (c->answered)
+				continue;
+			if (failure == NULL)
+			{
+				if (node != NULL)
+					rl_conn_set_current(node);
+				failure = rl_conn_current_failure();
+			}
+			c->failure = failure;
+		}
 	}
 }
 
