@@ -421,3 +421,20 @@ rl_array_elements(ArrayType *arr, const char *what, int *n)
 	}
 	return elems;
 }
+
+/*
+ * The rl_result row.  remaining and reset_after_ms are NULL when Redis did
+ * not answer: the policy knows neither.
+ */
+HeapTuple
+rl_answer_tuple(TupleDesc desc, const RlAnswer *answer)
+{
+	Datum		values[4];
+	bool		nulls[4] = {false, !answer->known, false, !answer->known};
+
+	values[0] = BoolGetDatum(answer->allowed);
+	values[1] = Int64GetDatum(answer->remaining);
+	values[2] = Int64GetDatum(answer->retry_after_ms);
+	values[3] = Int64GetDatum(answer->reset_after_ms);
+	return heap_form_tuple(desc, values, nulls);
+}

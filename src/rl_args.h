@@ -34,7 +34,7 @@ extern const char *rl_clock_arg(void);
 extern void rl_require_args(FunctionCallInfo fcinfo, int nargs);
 extern Datum *rl_array_elements(ArrayType *arr, const char *what, int *n);
 
-/* ratelimit.c: the rl_result row of an answer */
+/* The rl_result row of an answer. */
 extern HeapTuple rl_answer_tuple(TupleDesc desc, const RlAnswer *answer);
 
 #endif							/* RL_ARGS_H */

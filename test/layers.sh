@@ -48,6 +48,8 @@ redis/*.[ch]                redis
 local/*.[ch]                local
 rl_policy.[ch]              policy
 rl_engine.[ch]              engine
+rl_engine_int.h             engine
+rl_engine_spread.c          engine
 ratelimit.c                 entry
 rl_batch.c                  entry
 rl_layered.c                entry

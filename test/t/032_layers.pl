@@ -226,21 +226,9 @@ like($out, qr/^layers: 2 violations in 2 files$/m, 'two violations: both counted
 is($rc, 2, 'a missing source directory: exit 2');
 
 # The real tree.
-# TODO(issue 27): remove this TODO block (the "TODO:" label, the braces and
-# the "local $TODO" line) once the restructured src/ passes test/layers.sh.
 ($rc, $out) = check("$root/src");
 my ($summary) = $out =~ /^(layers: .*)$/m;
 note("src/: " . ($summary // $out));
-if ($rc != 0 && $ENV{RL_FACTS} && open my $fh, '>>', $ENV{RL_FACTS})
-{
-	# For the closing summary of test/check.sh.
-	print $fh "todo.032\tsrc/ is not yet layered: $summary\n";
-	close $fh;
-}
-TODO:
-{
-	local $TODO = 'src/ is being restructured into its layers (issue 27)';
-	is($rc, 0, 'the real src/ keeps its layers') or diag($out);
-}
+is($rc, 0, 'the real src/ keeps its layers') or diag($out);
 
 done_testing();
