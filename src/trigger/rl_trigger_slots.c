@@ -40,6 +40,7 @@
 
 #include "rl_cluster.h"
 #include "rl_scripts.h"
+#include "rl_stats.h"
 #include "rl_trigger.h"
 
 /* Scripts per rl_run_scripts, as rl_allow_many's keys per round trip. */
@@ -185,14 +186,20 @@ rl_slots_refusal(RlSlotScript *scripts, int nscripts, const bool *ran)
 	return worst;
 }
 
-/* Fails the statement with the refusal s, unless shadow mode lets it by. */
+/*
+ * Fails the statement with the refusal s, unless shadow mode lets it by.
+ * Redis's refusal is counted against its tightest key, as a standalone
+ * statement's is (rl_check_rules); a policy answer names no key.
+ */
 static void
 rl_slots_deny(RlTriggerConf *conf, RlGroup **list, const int *which,
-			  RlSlotScript *s)
+			  char **keys, RlSlotScript *s)
 {
 	RlAnswer	answer = s->answer;
 
 	rl_counters.denied++;
+	if (s->tightest >= 0)
+		rl_stats_denied(keys[s->tightest], conf->limiter.algorithm);
 	rl_apply_enforce(&answer, 1);
 	if (answer.allowed)
 		return;
@@ -250,7 +257,7 @@ rl_check_slots(RlTriggerConf *conf, RlGroup **list, const int *which,
 		refusal = rl_slots_refusal(scripts, nscripts, NULL);
 		if (refusal != NULL)
 		{
-			rl_slots_deny(conf, list, which, refusal);
+			rl_slots_deny(conf, list, which, keys, refusal);
 			return;				/* shadow mode: nothing consumed */
 		}
 		/* A script the policy admitted was not answered: not run again. */
@@ -269,7 +276,7 @@ rl_check_slots(RlTriggerConf *conf, RlGroup **list, const int *which,
 		if (nscripts > 1)
 			elog(DEBUG1, "ratelimit: statement refused in the consume round of %d hash slot scripts",
 				 nscripts);
-		rl_slots_deny(conf, list, which, refusal);
+		rl_slots_deny(conf, list, which, keys, refusal);
 		return;
 	}
 	rl_counters.allowed++;

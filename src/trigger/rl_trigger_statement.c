@@ -94,6 +94,7 @@
 
 #include "rl_conn.h"
 #include "rl_local.h"
+#include "rl_stats.h"
 #include "rl_trigger.h"
 
 PG_FUNCTION_INFO_V1(rl_throttle_statement);
@@ -491,6 +492,8 @@ rl_check_groups(RlTriggerConf *conf, RlGroups *groups)
 			rl_counters.calls++;
 			rl_counters.denied++;
 			rl_counters.shadow_denied++;
+			rl_stats_denied(rl_trigger_redis_key(conf, list[i]->key),
+							conf->limiter.algorithm);
 			continue;
 		}
 		keys[n] = rl_trigger_redis_key(conf, list[i]->key);
