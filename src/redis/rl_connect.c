@@ -158,9 +158,10 @@ rl_password(char *buf, size_t size, char *why, size_t whysize)
 }
 
 /*
- * The setting a failed connect points at: a socket path that is not there
- * or may not be opened, or a host name that does not resolve.  A refused
- * connection is an outage (nothing listens there now).
+ * The setting a failed connect points at: a socket path that is not there,
+ * or a host name that does not resolve.  A refused connection is an
+ * outage (nothing listens there now); a socket that may not be opened is
+ * rl_connect_failed's own case.
  */
 static const char *
 rl_connect_setting(const RlNode *node, const char *errstr)
@@ -178,8 +179,7 @@ rl_connect_setting(const RlNode *node, const char *errstr)
 		char		dir[MAXPGPATH];
 		struct stat st;
 
-		if (strstr(errstr, "Permission denied") != NULL ||
-			strstr(errstr, "Not a directory") != NULL)
+		if (strstr(errstr, "Not a directory") != NULL)
 			return "ratelimit.redis_socket";
 
 		/*
@@ -201,6 +201,36 @@ rl_connect_setting(const RlNode *node, const char *errstr)
 		strstr(errstr, "No address associated") != NULL)
 		return "ratelimit.redis_host";
 	return NULL;
+}
+
+/*
+ * Reports a connect that failed with hiredis's errstr: a configuration
+ * error names what to fix, anything else is an outage.  A socket the
+ * server's OS user may not open (EACCES: Debian's is mode 770, group
+ * redis) has the right path; the fix is in the OS, so the message names
+ * the permission check and what to do, not ratelimit.redis_socket.
+ * hiredis's errstr is strerror's text, compared as such.
+ */
+static void
+rl_connect_failed(const RlNode *node, const char *errstr)
+{
+	const char *setting;
+
+	if (node->host == NULL && rl_redis_socket[0] != '\0' &&
+		strcmp(errstr, strerror(EACCES)) == 0)
+	{
+		rl_conn_misconfigured("the socket's permissions",
+							  "could not connect to Redis: permission denied; "
+							  "add the PostgreSQL server's OS user to the socket's group "
+							  "(e.g. usermod -aG redis postgres) and restart PostgreSQL, "
+							  "or widen Redis's unixsocketperm");
+		return;
+	}
+	setting = rl_connect_setting(node, errstr);
+	if (setting != NULL)
+		rl_conn_misconfigured(setting, "could not connect to Redis: %s", errstr);
+	else
+		rl_conn_failure(RL_FAILED_CONNECT, false, "could not connect to Redis: %s", errstr);
 }
 
 /* Pulls "redis_version:x.y.z" out of an INFO server reply. */
@@ -360,11 +390,7 @@ rl_node_connect(RlNode *node)
 		ReleaseExternalFD();
 		ReleaseExternalFD();
 		explicit_bzero(password, sizeof(password));
-		if (rl_connect_setting(node, msg) != NULL)
-			rl_conn_misconfigured(rl_connect_setting(node, msg),
-								  "could not connect to Redis: %s", msg);
-		else
-			rl_conn_failure(RL_FAILED_CONNECT, false, "could not connect to Redis: %s", msg);
+		rl_connect_failed(node, msg);
 		return false;
 	}
 	node->ctx = c;

@@ -9,7 +9,9 @@
 # Redis quotes in an error reply.  A least-privilege ACL user
 # works, and a promoted replica takes over when the endpoint is switched
 # with ALTER SYSTEM + pg_reload_conf().  A password from
-# ratelimit.redis_password_file authenticates an ACL user.
+# ratelimit.redis_password_file authenticates an ACL user.  A
+# configuration error names what to fix: the setting, or for a socket the
+# server's OS user may not open, the permission check and what to do.
 
 use strict;
 use warnings;
@@ -18,6 +20,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
+use IO::Socket::UNIX;
+use Socket qw(SOCK_STREAM);
 
 use RLRedis
   qw(rl_node rl_session rl_run rl_status_of rl_wait_for fact fault_mark
@@ -454,6 +458,48 @@ $mark = fault_mark();
 	$m->quit;
 }
 fault_done('configuration errors: redis_db out of range, socket path missing', $mark);
+
+# 7c. A socket the server's OS user may not open (Debian's is mode 770,
+# group redis, and the user is not in the group): the path is right, so
+# the WARNING names the permission check and what to do, not
+# ratelimit.redis_socket.  Once the socket may be opened, Redis answers.
+# The suite runs as the server's OS user (check.sh runs it as postgres),
+# who owns the socket here: mode 000 denies it as 770 would deny a user
+# outside the group.
+$mark = fault_mark();
+SKIP:
+{
+	my $sr = RLRedis->new(name => 'r004sock', unixsocket => 1);
+	my $path = $sr->{socket};
+	chmod 0, $path or die "chmod $path: $!";
+	if (IO::Socket::UNIX->new(Peer => $path, Type => SOCK_STREAM))
+	{
+		$sr->kill9;
+		skip 'a socket of mode 000 can be opened: the suite runs as root', 6;
+	}
+	my $m = rl_session($node);
+	rl_run($m, "SET ratelimit.redis_socket = '$path'");
+	my ($out, $err) = rl_run($m, call_sql('sock-perm'));
+	is($out, 't||0', 'socket permission: the policy answers (open)');
+	like($err,
+		qr/WARNING:  F0000: ratelimit cannot use Redis server unix:\Q$path\E: check the socket's permissions; calls are let through/,
+		'socket permission: the WARNING names the permission check');
+	unlike($err, qr/ratelimit\.redis_socket/,
+		'socket permission: the WARNING does not blame ratelimit.redis_socket');
+	like($err,
+		qr/DETAIL:  .*permission denied; add the PostgreSQL server's OS user to the socket's group \(e\.g\. usermod -aG redis postgres\) and restart PostgreSQL, or widen Redis's unixsocketperm/,
+		'socket permission: the DETAIL says what to do');
+	like(rl_status_of($m)->{last_error},
+		qr/^misconfigured \(the socket's permissions\): could not connect to Redis: permission denied; add the PostgreSQL server's OS user/,
+		'socket permission: last_error tells a configuration error, and which');
+	chmod 0770, $path or die "chmod $path: $!";
+	usleep(250_000);    # retry_interval
+	is((rl_run($m, call_sql('sock-perm')))[0], 't|9|0',
+		'socket permission: once the socket may be opened, Redis answers');
+	$m->quit;
+	$sr->kill9;
+}
+fault_done('configuration error: a socket the server may not open', $mark);
 
 # 8. A server without the optional commands: INFO and CLIENT renamed
 # away.  They only label the connection, so every call is still Redis's
