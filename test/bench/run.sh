@@ -17,7 +17,8 @@
 # RL_BENCH_ONLY may also list sections by name: c1 (1.), tables (2.),
 # algos (3.), many (4.), layered, triggers (5.), flood (6.), down (7.),
 # memory (8.), latency (9.), stats, sentinel, tls, redis_time, cluster,
-# local; only the targets whose figures were measured are printed.
+# local, and instr (test/bench/instr.sh, only when named); only the
+# targets whose figures were measured are printed.
 # test/bench/ab.sh runs this script for two builds in turns (A/B).
 #
 # Each pgbench figure is the median of its one-second progress reports
@@ -732,6 +733,12 @@ ratio "rl_allow c=1 sentinel / standalone" \
 if want local; then
 echo
 bench_local
+fi
+# The backend's instructions per check (callgrind): only when RL_BENCH_ONLY
+# names instr, as the A/B of test/bench/ab.sh does.
+if [[ " ${RL_BENCH_ONLY:-} " == *" instr "* ]]; then
+	echo
+	RL_BENCH_OUT=$OUT RL_BENCH_NO_SETUP=1 bash "$HERE/instr.sh"
 fi
 echo
 echo "results: $OUT"
