@@ -9,11 +9,17 @@
 #   bash test/bench/run.sh                       # RL_BENCH_SECONDS=6 per case
 #   RL_BENCH_SECONDS=2 bash test/bench/run.sh    # a quick look
 #   RL_BENCH_ONLY=stats bash test/bench/run.sh   # only section 10
-
 #   RL_BENCH_ONLY=sentinel bash test/bench/run.sh # only section 10
-
 #   RL_BENCH_ONLY=local bash test/bench/run.sh   # only the local engine (10.)
 #   RL_BENCH_ONLY=redis_time bash test/bench/run.sh   # only Redis time per check
+#   RL_BENCH_ONLY="c1 many layered triggers local" bash test/bench/run.sh
+#
+# RL_BENCH_ONLY may also list sections by name: c1 (1.), tables (2.),
+# algos (3.), many (4.), layered, triggers (5.), flood (6.), down (7.),
+# memory (8.), latency (9.), stats, sentinel, tls, redis_time, cluster,
+# local, and instr (test/bench/instr.sh, only when named); only the
+# targets whose figures were measured are printed.
+# test/bench/ab.sh runs this script for two builds in turns (A/B).
 #
 # Each pgbench figure is the median of its one-second progress reports
 # (the first second left out); latencies are timed call by call by
@@ -68,11 +74,11 @@ record() {
 	printf '  %-52s %10s %s\n' "$1" "$2" "$3"
 }
 
-# median < numbers, one per line
+# median [FORMAT] < numbers, one per line
 median() {
-	sort -n | awk '{ v[NR] = $1 } END {
+	sort -n | awk -v f="${1:-%.0f}" '{ v[NR] = $1 } END {
 		if (NR == 0) { print 0; exit }
-		printf "%.0f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+		printf f, (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 # m "n n n": median of a space-separated list.
@@ -94,6 +100,26 @@ tps() {
 		     END { for (i = (n >= 3) ? 2 : 1; i <= n; i++) print v[i] }' | median
 }
 
+# checks PER SCRIPT [SECONDS [PGOPTIONS]]: checks per second of a script
+# making PER checks a transaction, at c=1: PER over the median of each
+# second's mean latency (pgbench's "lat").  At 10-100 transactions a
+# second a count of whole transactions is off by up to 10 %; the latency
+# is exact.
+checks() {
+	local per=$1 secs=${3:-$SECS}
+	rl_as_owner env PGOPTIONS="${4:-}" "$RL_PGBIN/pgbench" -n -M prepared -P 1 \
+		-h "$RL_TMP" -p "$PG_PORT" -U postgres -c 1 -j 1 -T "$secs" \
+		-f "$W/$2.sql" postgres 2>&1 >/dev/null |
+		awk '/^progress: / && $6 == "lat" { v[++n] = $7 }
+		     END { for (i = (n >= 3) ? 2 : 1; i <= n; i++) print v[i] }' |
+		median %.4f | awk -v p="$per" '{ printf "%.0f", ($1 > 0) ? p * 1000 / $1 : 0 }'
+}
+
+# want SECTION: true when RL_BENCH_ONLY is unset or lists SECTION.
+want() {
+	[ -z "${RL_BENCH_ONLY:-}" ] || [[ " $RL_BENCH_ONLY " == *" $1 "* ]]
+}
+
 # hiredis SECONDS DEPTH KEYS [SOCKET]: median of one-second runs.
 hiredis() {
 	local target=${4:-$REDIS_PORT}
@@ -112,7 +138,9 @@ UNIX="-c ratelimit.redis_socket=$SOCK"
 OFF="-c ratelimit.deny_cache=off"
 
 # ratio LABEL NUMERATOR DENOMINATOR TARGET: met when NUMERATOR / DENOMINATOR >= TARGET.
+# Left out when a figure was not measured (a section not run).
 ratio() {
+	[ -n "$2" ] && [ -n "$3" ] || return 0
 	awk -v l="$1" -v n="$2" -v d="$3" -v t="$4" -v out="$OUT" 'BEGIN {
 		r = (d > 0) ? n / d : 0
 		v = (r >= t) ? "met" : "MISSED"
@@ -122,6 +150,7 @@ ratio() {
 }
 # info LABEL NUMERATOR DENOMINATOR: a ratio shown for comparison, not a target.
 info() {
+	[ -n "$2" ] && [ -n "$3" ] || return 0
 	awk -v l="$1" -v n="$2" -v d="$3" -v out="$OUT" 'BEGIN {
 		r = (d > 0) ? n / d : 0
 		printf "  %-66s %6.2f  (for comparison)\n", l, r
@@ -343,11 +372,15 @@ if [ "${RL_BENCH_ONLY:-}" = sentinel ]; then
 	exit 0
 fi
 
-echo "1. Floors and ceilings, and rl_allow at c=1 beside them (5 interleaved slices)"
-gcc -O2 -I"$RL_ROOT/src/redis" -o "$W/hb" "$HERE/rl_hiredis_bench.c" -lhiredis || exit 1
+# rl_scripts_gen.h is in src/redis/ since 8f639f5, in src/ before (ab.sh
+# runs this script on older builds too).
+gcc -O2 -I"$RL_ROOT/src/redis" -I"$RL_ROOT/src" -o "$W/hb" "$HERE/rl_hiredis_bench.c" -lhiredis || exit 1
 script select1 <<< 'SELECT 1;'
 script tb-hot <<< "SELECT allowed FROM rl_allow('hot', 'token_bucket', 100, '1 second');"
 slice=$(( (SECS + 2) / 3 + 1 ))
+# Each section below runs when want says so (RL_BENCH_ONLY).
+if want c1; then
+echo "1. Floors and ceilings, and rl_allow at c=1 beside them (5 interleaved slices)"
 declare -A S
 for _ in 1 2 3 4 5; do
 	S[select1]+="$(tps select1 1 "$slice") "
@@ -365,7 +398,9 @@ record "select1 c=8" "$(tps select1 8)" tps
 record "hiredis pipe64 tcp rand10000" "$(hiredis "$SECS" 64 10000)" calls/s
 record "redis-benchmark ping c=1" "$(redis-benchmark -p "$REDIS_PORT" -t ping -c 1 \
 	-n $((SECS * 15000)) --csv | awk -F'"' '/PING_MBULK/ { printf "%.0f", $4 }')" ops/s
+fi
 
+if want tables; then
 echo "2. Table limiters in SQL (limit 100 per second), as a statement and as a PL/pgSQL function"
 rl_psql bench -q <<'SQL'
 CREATE TABLE fw_logged (key text PRIMARY KEY, win bigint NOT NULL, n int NOT NULL);
@@ -427,7 +462,9 @@ for c in 1 8; do
 		done
 	done
 done
+fi
 
+if want algos; then
 echo "3. rl_allow, every algorithm (limit 100 per second), over TCP, deny cache off"
 for a in $ALGOS; do
 	for keys in 1 10000; do
@@ -445,7 +482,9 @@ record "rl_allow token_bucket rand10000 c=8 unix" "$(tps token_bucket-10000 8 "$
 echo "   the hot key with default settings (deny cache on)"
 record "rl_allow token_bucket hot c=8 default" "$(tps token_bucket-1 8)" tps
 record "rl_allow token_bucket hot c=8 unix default" "$(tps token_bucket-1 8 "$SECS" "$UNIX")" tps
+fi
 
+if want many; then
 echo "4. rl_allow_many, 1000 keys per call, deny cache off"
 rl_psql bench -q -c "CREATE TABLE keys1000 AS
 	SELECT array_agg('m' || g) AS keys FROM generate_series(1, 1000) g"
@@ -454,7 +493,38 @@ SELECT count(*) FROM keys1000, LATERAL rl_allow_many(keys1000.keys, 'token_bucke
 PGB
 record "rl_allow_many 1000 keys c=1 tcp" "$(($(tps many 1 "$SECS" "$OFF") * 1000))" checks/s
 record "rl_allow_many 1000 keys c=1 unix" "$(($(tps many 1 "$SECS" "$OFF $UNIX") * 1000))" checks/s
+# The same 1000 keys as 1000 single rl_allow calls in one statement (so
+# that only the batching differs), in five slices taking turns with the
+# batch: issue 27's target is the batch at >= 5 times the single calls.
+script single1000 <<-'PGB'
+SELECT count(*) FROM keys1000, LATERAL unnest(keys1000.keys) k,
+	LATERAL rl_allow(k, 'token_bucket', 100, '1 second');
+PGB
+declare -A B
+for _ in 1 2 3 4 5; do
+	B[single]+="$(checks 1000 single1000 "$slice" "$OFF") "
+	B[many]+="$(checks 1000 many "$slice" "$OFF") "
+done
+record "1000 single rl_allow calls in one statement c=1 tcp" "$(m "${B[single]}")" checks/s
+record "rl_allow_many 1000 keys c=1 tcp (beside single calls)" "$(m "${B[many]}")" checks/s
+fi
 
+if want layered; then
+echo "4b. rl_allow_layered, two rules, c=1 tcp, beside rl_allow (5 interleaved slices), deny cache off"
+script layered-hot <<-'PGB'
+SELECT allowed FROM rl_allow_layered('hot', ARRAY[('token_bucket', 100, '1 second'),
+	('fixed_window', 100000, '1 hour')]::rl_rule[]);
+PGB
+declare -A L
+for _ in 1 2 3 4 5; do
+	L[single]+="$(tps tb-hot 1 "$slice" "$OFF") "
+	L[layered]+="$(tps layered-hot 1 "$slice" "$OFF") "
+done
+record "rl_allow token_bucket hot c=1 tcp (beside layered)" "$(m "${L[single]}")" tps
+record "rl_allow_layered two rules hot c=1 tcp" "$(m "${L[layered]}")" tps
+fi
+
+if want triggers; then
 echo "5. 100 000-row INSERT and COPY into a logged table (1000 authors), median of 9"
 rl_psql bench -q <<-'SQL'
 CREATE TABLE ins_plain (id int, author int);
@@ -517,7 +587,9 @@ record "copy 100000 rows, rl_throttle_statement, transition table" "$(m "${INS[c
 record "copy 100000 rows, rl_throttle_statement, row + statement" "$(m "${INS[copy_pair]}")" ms
 record "rl_throttle_statement: Redis time per 64-key script (1000 keys: 16 of them)" "$(redis-cli -p "$REDIS_PORT" \
 	INFO commandstats | awk -F'[=,]' '/^cmdstat_(fcall|evalsha):/ { printf "%.0f", $6; exit }')" us
+fi
 
+if want flood; then
 echo "6. A flood on one denied key (gcra 10 per 10 s), c=8, deny cache off and on"
 script flood <<< "SELECT allowed FROM rl_allow('flood', 'gcra', 10, '10 seconds');"
 for cache in off on; do
@@ -527,7 +599,9 @@ for cache in off on; do
 		awk -F'[=,]' '/^cmdstat_(fcall|evalsha):/ { s += $2 } END { print s + 0 }')
 	record "flood c=8 deny_cache=$cache: Redis calls per second" "$((${calls:-0} / SECS))" calls/s
 done
+fi
 
+if want down; then
 echo "7. Redis down, failure_mode open (5 interleaved slices)"
 script down <<< "SELECT allowed FROM rl_allow('down', 'gcra', 100, '1 second');"
 rl_stop_redis bench
@@ -540,9 +614,11 @@ done
 record "rl_allow redis down c=1" "$(m "${D[down]}")" tps
 record "select1 c=1 beside the down case" "$(m "${D[select1]}")" tps
 rl_start_redis bench "$REDIS_PORT" "${REDIS_ARGS[@]}" || exit 1
-
-echo "8. Memory per key (MEMORY USAGE)"
 sleep 1.1					# past retry_interval after the restart
+fi
+
+if want memory; then
+echo "8. Memory per key (MEMORY USAGE)"
 for a in $ALGOS; do
 	rl_psql bench -qAt -c "SELECT allowed FROM rl_allow('mem', '$a', 100000, '1 hour')" >/dev/null
 	k=$(redis-cli -p "$REDIS_PORT" --scan --pattern "rl:{*:mem}:$a:100000:3600000ms")
@@ -555,7 +631,9 @@ for n in 100 1000; do
 	k=$(redis-cli -p "$REDIS_PORT" --scan --pattern "rl:{*:mem}:sliding_log:100000:3600000ms")
 	record "memory sliding_log, $n units" "$(redis-cli -p "$REDIS_PORT" MEMORY USAGE "$k")" bytes
 done
+fi
 
+if want latency; then
 echo "9. Latency per call (p50, p99, p99.9 in ms), timed call by call by a libpq client"
 # pgbench's per-transaction log would do, but PostgreSQL 15's pgbench logs
 # 0 us for most transactions once clients share a loop turn (see the C file).
@@ -576,25 +654,33 @@ for c in 1 8; do
 	record "latency rl_allow token_bucket hot c=$c p99" "$p99" ms
 	record "latency rl_allow token_bucket hot c=$c p99.9" "$p999" ms
 done
+fi
 
-stats_section
+want stats && stats_section
 
+if want sentinel; then
 echo "10. rl_allow c=1 in Sentinel mode beside standalone (5 interleaved slices)"
 sentinel_case || exit 1
+fi
 
 # TLS against plain TCP: its own servers (a TLS port), its own ratios.
-RL_BENCH_OUT=$OUT RL_BENCH_SECONDS=$SECS bash "$HERE/tls.sh"
+want tls && RL_BENCH_OUT=$OUT RL_BENCH_SECONDS=$SECS bash "$HERE/tls.sh"
 
+if want redis_time; then
 rl_stop_redis bench
 rl_start_redis bench "$REDIS_PORT" "${REDIS_ARGS[@]}" || exit 1
 redis_time
+fi
 
 echo
 echo "Targets (ratios within this run)"
-ceil() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", 1 / (1 / a + 1 / b) }'; }
+# A section left out (RL_BENCH_ONLY) leaves its figures unset; ratio and
+# info leave out what has no figures.
+set +u
+ceil() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", 1 / (1 / a + 1 / b) }'; }
 tcp_ceiling=$(ceil "${R[select1 c=1]}" "${R[hiredis sync tcp hot]}")
 unix_ceiling=$(ceil "${R[select1 c=1]}" "${R[hiredis sync unix hot]}")
-echo "  round-trip ceiling c=1 = 1 / (1/SELECT-1 + 1/hiredis-sync): tcp $tcp_ceiling, unix $unix_ceiling calls/s"
+want c1 && echo "  round-trip ceiling c=1 = 1 / (1/SELECT-1 + 1/hiredis-sync): tcp $tcp_ceiling, unix $unix_ceiling calls/s"
 ratio "rl_allow c=1 tcp / round-trip ceiling tcp" "${R[rl_allow token_bucket hot c=1 tcp]}" "$tcp_ceiling" 0.9
 ratio "rl_allow c=1 unix / round-trip ceiling unix" "${R[rl_allow token_bucket hot c=1 unix]}" "$unix_ceiling" 0.9
 # The targets with default settings; the same ratios with every call a
@@ -615,6 +701,11 @@ for tr in tcp unix; do
 done
 ratio "rl_allow_many tcp checks/s / hiredis pipe64 tcp" \
 	"${R[rl_allow_many 1000 keys c=1 tcp]}" "${R[hiredis pipe64 tcp rand10000]}" 0.7
+ratio "rl_allow_many 1000 keys / 1000 single rl_allow calls, tcp, standalone" \
+	"${R[rl_allow_many 1000 keys c=1 tcp (beside single calls)]}" \
+	"${R[1000 single rl_allow calls in one statement c=1 tcp]}" 5
+info "rl_allow_layered two rules / rl_allow, hot c=1 tcp" \
+	"${R[rl_allow_layered two rules hot c=1 tcp]}" "${R[rl_allow token_bucket hot c=1 tcp (beside layered)]}"
 # <= 30 % added time: plain / with-trigger >= 1 / 1.3
 ratio "INSERT time: plain / rl_throttle_statement, row + statement" \
 	"${R[insert 100000 rows, no trigger]}" "${R[insert 100000 rows, rl_throttle_statement, row + statement]}" 0.77
@@ -631,7 +722,7 @@ ratio "rl_allow with Redis down / SELECT 1, c=1" \
 stats_ratios
 # The Redis Cluster cases (test/bench/cluster.sh, runnable alone); its
 # rows and ratios go to the same results file.
-if [ "${RL_BENCH_CLUSTER:-1}" = 1 ]; then
+if [ "${RL_BENCH_CLUSTER:-1}" = 1 ] && want cluster; then
 	echo
 	RL_BENCH_OUT=$OUT RL_BENCH_NO_SETUP=1 bash "$HERE/cluster.sh"
 fi
@@ -639,7 +730,15 @@ fi
 ratio "rl_allow c=1 sentinel / standalone" \
 	"${R[rl_allow token_bucket hot c=1 sentinel]}" \
 	"${R[rl_allow token_bucket hot c=1 standalone (beside sentinel)]}" 0.95
+if want local; then
 echo
 bench_local
+fi
+# The backend's instructions per check (callgrind): only when RL_BENCH_ONLY
+# names instr, as the A/B of test/bench/ab.sh does.
+if [[ " ${RL_BENCH_ONLY:-} " == *" instr "* ]]; then
+	echo
+	RL_BENCH_OUT=$OUT RL_BENCH_NO_SETUP=1 bash "$HERE/instr.sh"
+fi
 echo
 echo "results: $OUT"
