@@ -36,6 +36,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "rl_compat.h"
 #include "rl_node.h"
 #include "rl_sentinel.h"
 
@@ -44,16 +45,16 @@
 
 /* hiredis's reply builders, with arrays bounded (see RL_MAX_REPLY_ELEMENTS). */
 static redisReplyObjectFunctions rl_reply_functions;
-static void *(*rl_hiredis_create_array) (const redisReadTask *, int) = NULL;
+static void *(*rl_hiredis_create_array) (const redisReadTask *, rl_hiredis_elements) = NULL;
 int			rl_refused_elements = 0;
 
 /* hiredis's createArray, refusing tables no reply of ours needs. */
 static void *
-rl_create_array(const redisReadTask *task, int elements)
+rl_create_array(const redisReadTask *task, rl_hiredis_elements elements)
 {
 	if (elements > (rl_large_replies ? RL_MAX_LARGE_ELEMENTS : RL_MAX_REPLY_ELEMENTS))
 	{
-		rl_refused_elements = elements;
+		rl_refused_elements = (int) Min(elements, INT_MAX);
 		return NULL;			/* hiredis: a protocol error, nothing allocated */
 	}
 	return rl_hiredis_create_array(task, elements);
@@ -385,7 +386,7 @@ rl_node_connect(RlNode *node)
 	ReleaseExternalFD();
 	PG_TRY();
 	{
-		node->waitset = CreateWaitEventSet(TopMemoryContext, 3);
+		node->waitset = rl_create_wait_event_set(TopMemoryContext, 3);
 		AddWaitEventToSet(node->waitset, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch,
 						  NULL);
 		AddWaitEventToSet(node->waitset, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET,
