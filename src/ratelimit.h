@@ -19,6 +19,8 @@
 #include "access/tupdesc.h"
 #include "datatype/timestamp.h"
 
+#include "rl_compat.h"
+
 /* Algorithms, in the order of the script table (src/gen_scripts.sh). */
 typedef enum RlAlgorithm
 {
@@ -214,9 +216,9 @@ extern const char *rl_policy_words(void);
 /* rl_postgrest.c: answers in the form PostgREST turns into HTTP */
 extern bool rl_in_postgrest_request(void);
 extern char *rl_window_text(int64 window_us);
-extern void rl_raise_postgrest(const char *message, const char *details,
-							   const char *hint, const RlAnswer *answer,
-							   const RlLimiter *limiter) pg_attribute_noreturn();
+extern rl_noreturn void rl_raise_postgrest(const char *message, const char *details,
+										   const char *hint, const RlAnswer *answer,
+										   const RlLimiter *limiter);
 
 /* SQLSTATE of a denial raised by the triggers; PostgREST answers 429. */
 #define RL_ERRCODE_RATE_LIMITED	MAKE_SQLSTATE('P','T','4','2','9')

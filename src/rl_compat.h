@@ -24,8 +24,6 @@
 #include "storage/latch.h"
 #include "utils/memutils.h"
 
-#include <hiredis/hiredis.h>
-
 #if PG_VERSION_NUM >= 170000
 #include "storage/procnumber.h"
 #else
@@ -67,13 +65,44 @@ rl_create_wait_event_set(MemoryContext context, int nevents)
 }
 
 /*
- * The element count of hiredis's createArray reply builder: an int in
- * 0.14, a size_t from 1.0 on.
+ * A function that never returns: PostgreSQL 18 replaced
+ * pg_attribute_noreturn(), written after the declarator, by pg_noreturn,
+ * written before it; before 18 the attribute is gcc's, which may stand
+ * there too.  Declared as "extern rl_noreturn void f(...);".
  */
-#if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
+#if PG_VERSION_NUM >= 180000
+#define rl_noreturn pg_noreturn
+#else
+#define rl_noreturn pg_attribute_noreturn()
+#endif
+
+/*
+ * An ExecutorRun_hook's parameters, and the same passed on to the next
+ * hook or standard_ExecutorRun: PostgreSQL 18 dropped execute_once.
+ */
+#if PG_VERSION_NUM >= 180000
+#define RL_EXECUTOR_RUN_PARAMS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count
+#define RL_EXECUTOR_RUN_ARGS	queryDesc, direction, count
+#else
+#define RL_EXECUTOR_RUN_PARAMS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count, bool execute_once
+#define RL_EXECUTOR_RUN_ARGS	queryDesc, direction, count, execute_once
+#endif
+
+#endif							/* RL_COMPAT_H */
+
+/*
+ * hiredis, for the files that include it first (the header is included
+ * everywhere through ratelimit.h, hiredis only where Redis is spoken):
+ * the element count of the createArray reply builder is an int in 0.14,
+ * a size_t from 1.0 on.
+ */
+#if defined(HIREDIS_MAJOR) && !defined(RL_COMPAT_HIREDIS)
+#define RL_COMPAT_HIREDIS
+#if HIREDIS_MAJOR >= 1
 typedef size_t rl_hiredis_elements;
 #else
 typedef int rl_hiredis_elements;
 #endif
-
-#endif							/* RL_COMPAT_H */
+#endif

@@ -36,8 +36,8 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "rl_compat.h"
 #include "rl_node.h"
+#include "rl_compat.h"
 #include "rl_sentinel.h"
 
 /* Longest password accepted from ratelimit.redis_password_file. */

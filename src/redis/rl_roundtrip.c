@@ -34,8 +34,8 @@
 #include "storage/latch.h"
 #include "utils/timestamp.h"
 
-#include "rl_compat.h"
 #include "rl_node.h"
+#include "rl_compat.h"
 #include "rl_stats.h"
 
 /* Replies larger than RL_MAX_REPLY_* are accepted (CLUSTER SLOTS). */
