@@ -204,22 +204,61 @@ rl_connect_setting(const RlNode *node, const char *errstr)
 	return NULL;
 }
 
-/* Pulls "redis_version:x.y.z" out of an INFO server reply. */
+/*
+ * Copies the value of INFO field NAME (a line "NAME:value") into buf;
+ * false when the reply has no such line.
+ */
+static bool
+rl_info_field(const char *info, const char *name, char *buf, size_t size)
+{
+	size_t		namelen = strlen(name);
+	const char *p = info;
+
+	while (p != NULL)
+	{
+		if (strncmp(p, name, namelen) == 0 && p[namelen] == ':')
+		{
+			size_t		len;
+
+			p += namelen + 1;
+			len = Min(strcspn(p, "\r\n"), size - 1);
+			memcpy(buf, p, len);
+			buf[len] = '\0';
+			return true;
+		}
+		p = strchr(p, '\n');
+		if (p != NULL)
+			p++;
+	}
+	return false;
+}
+
+/*
+ * The server's product and its own version, from an INFO server reply.
+ * Valkey keeps redis_version at 7.2.4 for clients that test it, and names
+ * itself in server_name with its version in valkey_version: a server that
+ * names itself is taken at its word ("<name>_version"), any other is
+ * Redis (redis_version).  The feature checks (the Redis 5 floor below,
+ * Functions in rl_node_has_functions) read this version.  A name that is
+ * not a plain word is ignored, so a peer's bytes never reach a message.
+ */
 static void
 rl_parse_version(RlNode *node, const char *info)
 {
-	const char *p = strstr(info, "redis_version:");
-	size_t		len;
+	char		field[sizeof(node->server_name) + sizeof("_version")];
+	char	   *name = node->server_name;
 
 	node->server_version[0] = '\0';
-	if (p == NULL)
-		return;
-	p += strlen("redis_version:");
-	len = strcspn(p, "\r\n");
-	if (len >= sizeof(node->server_version))
-		len = sizeof(node->server_version) - 1;
-	memcpy(node->server_version, p, len);
-	node->server_version[len] = '\0';
+	if (rl_info_field(info, "server_name", name, sizeof(node->server_name)) &&
+		name[0] != '\0' && strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-") == strlen(name))
+	{
+		snprintf(field, sizeof(field), "%s_version", name);
+		if (rl_info_field(info, field, node->server_version, sizeof(node->server_version)))
+			return;
+	}
+	strlcpy(name, "redis", sizeof(node->server_name));
+	(void) rl_info_field(info, "redis_version", node->server_version,
+						 sizeof(node->server_version));
 }
 
 /*
@@ -573,15 +612,17 @@ rl_node_connect(RlNode *node)
 	 */
 	if (node->server_version[0] != '\0' && atoi(node->server_version) < 5)
 	{
+		char		name[sizeof(node->server_name)];
 		char		version[sizeof(node->server_version)];
 
+		strlcpy(name, node->server_name, sizeof(name));
 		strlcpy(version, node->server_version, sizeof(version));
 		rl_node_discard(node);
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("Redis server %s runs Redis %s, which is too old",
-						rl_conn_endpoint(), version),
-				 errhint("ratelimit needs Redis 5.0 or later.")));
+				 errmsg("Redis server %s runs %s %s, which is too old",
+						rl_conn_endpoint(), name, version),
+				 errhint("ratelimit needs Redis 5.0 or later, or Valkey.")));
 	}
 	return true;
 }

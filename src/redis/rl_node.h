@@ -60,7 +60,8 @@ struct RlNode
 	TimestampTz retry_at;		/* no attempt before then */
 	TimestampTz last_warning;
 	int64		unwarned;
-	char		server_version[32];
+	char		server_name[16];	/* "redis", "valkey": INFO's server_name */
+	char		server_version[32]; /* that product's own version */
 	RlNodeScripts scripts;		/* what it lost or refuses (rl_scripts.c) */
 	instr_time	sent_at;		/* the round trip out, for rl_stats_rtt */
 
