@@ -527,17 +527,33 @@ rl_node_connect(RlNode *node)
 		cmds[i].argvlen = argvlen[i];
 	}
 
+	/*
+	 * The probe goes in a round trip of its own: Valkey 8.0 sends no reply
+	 * to a failed AUTH pipelined behind a command it refused with NOAUTH,
+	 * so a wrong password would look like a server that does not answer.
+	 */
 	PG_TRY();
 	{
-		ok = rl_node_roundtrip(node, cmds, n, replies, deadline, false);
+		ok = !probe || rl_node_roundtrip(node, cmds, 1, replies, deadline, false);
+		if (ok)
+			ok = rl_node_roundtrip(node, cmds + (probe ? 1 : 0), n - (probe ? 1 : 0),
+								   replies + (probe ? 1 : 0), deadline, false);
 	}
-	PG_FINALLY();
+	PG_CATCH();
 	{
 		explicit_bzero(password, sizeof(password));
+		if (probe)
+			rl_free_replies(replies, 1);
+		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	explicit_bzero(password, sizeof(password));
 	if (!ok)
+	{
+		if (probe)
+			rl_free_replies(replies, 1);
 		return false;
+	}
 	if (probe)
 	{
 		if (replies[0]->type != REDIS_REPLY_ERROR)
