@@ -185,9 +185,10 @@ rl_run_regress() {
 		--load-extension=ratelimit "${tests[@]}") 2>&1 | tee "$out"
 	rc=${PIPESTATUS[0]}
 
-	# "test basic ... ok  12 ms" (or "FAILED"), one line per test.
-	passed=$(grep -cE '^(test +)?[[:space:]]*[A-Za-z0-9_]+ +\.\.\. ok' "$out")
-	failed=$(grep -cE '^(test +)?[[:space:]]*[A-Za-z0-9_]+ +\.\.\. (FAILED|failed)' "$out")
+	# "test basic ... ok  12 ms" (or "FAILED"), one line per test; from
+	# PostgreSQL 16 on, TAP: "ok 1  - basic  12 ms" (or "not ok").
+	passed=$(grep -cE '^(test +)?[[:space:]]*[A-Za-z0-9_]+ +\.\.\. ok|^ok [0-9]+ +[-+] ' "$out")
+	failed=$(grep -cE '^(test +)?[[:space:]]*[A-Za-z0-9_]+ +\.\.\. (FAILED|failed)|^not ok [0-9]+ +[-+] ' "$out")
 	total=${#tests[@]}
 	# A crash or a timeout can end the run before every test reported.
 	if [ $((passed + failed)) -lt "$total" ]; then
@@ -342,6 +343,8 @@ rl_run_tap() {
 		RL_SERVER="$RL_SERVER" \
 		PATH="$RL_PGBIN:$PATH" \
 		TESTDIR="$RL_TMP/tap" \
+		TESTDATADIR="$RL_TMP/tap/tmp_check" \
+		TESTLOGDIR="$RL_TMP/tap/tmp_check/log" \
 		RL_FACTS="$RL_TMP/tap/facts" \
 		PG_REGRESS="$RL_PG_REGRESS" \
 		RL_TAP_INC="$RL_TAP_LIB:$srcdir/test/perl" \
