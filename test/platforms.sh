@@ -251,6 +251,8 @@ main() {
 		else
 			root=$(mktemp -d "$RL_ROOTS_DIR/rl-root-$release.XXXXXX") || exit 1
 			RL_ROOTS+=("$root")
+			# It becomes "/": postgres must enter it (mktemp made it 700).
+			chmod 755 "$root"
 		fi
 		if ! rl_root_make "$release" "$root"; then
 			echo "$release: the root could not be made" >&2
