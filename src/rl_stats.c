@@ -5,11 +5,12 @@
  *	  rl_stats(), rl_stats_rtt() and rl_stats_reset().
  *
  * Every backend counts into its own slot of an array in shared memory,
- * indexed by backend number (rl_backend_number): the RlCounters of ratelimit.h and a histogram
- * of Redis round-trip times.  Only the owner writes its slot, with plain
- * stores (aligned 64-bit stores are single-copy atomic on every platform
- * PostgreSQL 15 runs its own 64-bit atomics on); readers sum all slots
- * without a lock.  No backend ever waits for another to count a call.
+ * indexed by its number among the backends (rl_backend_number): the
+ * RlCounters of ratelimit.h and a histogram of Redis round-trip times.
+ * Only the owner writes its slot, with plain stores (aligned 64-bit
+ * stores are single-copy atomic on every platform PostgreSQL 15 runs its
+ * own 64-bit atomics on); readers sum all slots without a lock.  No
+ * backend ever waits for another to count a call.
  *
  * A slot is never cleared: the next backend with the same id keeps
  * adding to it, so the counts of backends that exited stay in the sums at
