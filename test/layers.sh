@@ -37,7 +37,6 @@
 LAYERS='
 ratelimit.h                 leaf
 rl_guc.h                    leaf
-rl_compat.h                 leaf
 rl_guc.c                    leaf
 rl_args.[ch]                service
 rl_stats.[ch]               service

@@ -97,7 +97,7 @@ sub new
 
 	my ($out, $err) = ('', '');
 	IPC::Run::run [
-		RLRedis::rl_bin('cli'), '--cluster', 'create',
+		'redis-cli', '--cluster', 'create',
 		(map { $_->host . ':' . $_->port } @{ $self->{nodes} }),
 		'--cluster-replicas', $replicas, '--cluster-yes'
 	  ],
