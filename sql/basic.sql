@@ -81,7 +81,7 @@ SELECT CASE current_setting('ratelimit.redis_mode')
 			   current_setting('ratelimit.redis_nodes') || ' (% masters)'
 		   ELSE endpoint = '127.0.0.1:' || current_setting('ratelimit.redis_port')
 	   END AS endpoint_ok,
-	   connected, server_version ~ '^[0-9]+\.[0-9]+' AS version_ok,
+	   connected, server_version ~ '^(redis|valkey) [0-9]+\.[0-9]+' AS version_ok,
 	   last_error, last_error_at, fail_open, fail_closed, failures,
 	   connects BETWEEN 1 AND coalesce(substring(endpoint
 			   FROM '\(([0-9]+) masters\)$')::int, 1) AS connects_ok

@@ -18,6 +18,8 @@
 
 #include "datatype/timestamp.h"
 
+#include "rl_compat.h"
+
 /* Algorithms, in the order of the script table (src/gen_scripts.sh). */
 typedef enum RlAlgorithm
 {

@@ -18,8 +18,8 @@
 
 extern bool rl_in_postgrest_request(void);
 extern char *rl_window_text(int64 window_us);
-extern void rl_raise_postgrest(const char *message, const char *details,
-							   const char *hint, const RlAnswer *answer,
-							   const RlLimiter *limiter) pg_attribute_noreturn();
+extern rl_noreturn void rl_raise_postgrest(const char *message, const char *details,
+										   const char *hint, const RlAnswer *answer,
+										   const RlLimiter *limiter);
 
 #endif							/* RL_POSTGREST_H */

@@ -5,11 +5,12 @@
  *	  rl_stats(), rl_stats_rtt() and rl_stats_reset().
  *
  * Every backend counts into its own slot of an array in shared memory,
- * indexed by MyBackendId: the RlCounters of ratelimit.h and a histogram
- * of Redis round-trip times.  Only the owner writes its slot, with plain
- * stores (aligned 64-bit stores are single-copy atomic on every platform
- * PostgreSQL 15 runs its own 64-bit atomics on); readers sum all slots
- * without a lock.  No backend ever waits for another to count a call.
+ * indexed by its number among the backends (rl_backend_number): the
+ * RlCounters of ratelimit.h and a histogram of Redis round-trip times.
+ * Only the owner writes its slot, with plain stores (aligned 64-bit
+ * stores are single-copy atomic on every platform PostgreSQL 15 runs its
+ * own 64-bit atomics on); readers sum all slots without a lock.  No
+ * backend ever waits for another to count a call.
  *
  * A slot is never cleared: the next backend with the same id keeps
  * adding to it, so the counts of backends that exited stay in the sums at
@@ -32,13 +33,13 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "port/pg_bitutils.h"
-#include "storage/backendid.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "rl_compat.h"
 #include "rl_stats.h"
 
 PG_FUNCTION_INFO_V1(rl_stats);
@@ -157,10 +158,11 @@ rl_stats_init(void)
 void
 rl_stats_attach(void)
 {
-	if (rl_stats_shared != NULL && MyBackendId >= 1 &&
-		MyBackendId <= rl_stats_shared->nslots)
+	int			id = rl_backend_number();
+
+	if (rl_stats_shared != NULL && id >= 1 && id <= rl_stats_shared->nslots)
 	{
-		rl_my_slot = rl_slot(MyBackendId - 1);
+		rl_my_slot = rl_slot(id - 1);
 		rl_stats_limiters_attach();
 	}
 	else

@@ -36,7 +36,7 @@ set -u
 # its own temporary directory, so its port number never collides.
 RL_CHECK_REDIS_PORT=${RL_CHECK_REDIS_PORT:-}
 RL_CHECK_PG_PORT=${RL_CHECK_PG_PORT:-54399}
-RL_PGXS_DIR=/usr/lib/postgresql/15/lib/pgxs
+RL_PGXS_DIR=/usr/lib/postgresql/$RL_PG_VERSION/lib/pgxs
 RL_PG_REGRESS=$RL_PGXS_DIR/src/test/regress/pg_regress
 RL_TAP_LIB=$RL_PGXS_DIR/src/test/perl
 # Safety nets only: a normal run's TAP suites take about 430 s plus the
@@ -46,7 +46,10 @@ RL_TAP_TIMEOUT=$((720 + ${RL_SOAK_SECONDS:-30}))
 
 RL_SUITES=()			# "name passed failed", one per suite
 # RL_ONLY="basic 005_property ...": run only the named suites (pg_regress
-# test names and TAP file names without .pl); unset runs every suite.
+# test names, "pg_regress" for all of them, "regress_cluster" for their
+# pass against a cluster, and TAP file names without .pl); unset runs
+# every suite.  RL_SERVER=valkey runs them all against Valkey, and
+# RL_PG_VERSION names the PostgreSQL (test/lib/servers.sh).
 RL_ONLY=${RL_ONLY:-}
 
 # True if the suite NAME is to run.
@@ -110,7 +113,7 @@ rl_installed_is_current() {
 # install that compiles again leaves root-owned objects under sudo.
 rl_check_build() {
 	local again
-	again=$(make -C "$RL_ROOT" -n with_llvm=no install 2>/dev/null | grep -c -E '^(gcc|cc|clang) ')
+	again=$(make -C "$RL_ROOT" -n with_llvm=no PG_CONFIG="$RL_PG_CONFIG" install 2>/dev/null | grep -c -E '^(gcc|cc|clang) ')
 	if [ "$again" = 0 ]; then
 		RL_SUITES+=("build 1 0")
 	else
@@ -182,9 +185,10 @@ rl_run_regress() {
 		--load-extension=ratelimit "${tests[@]}") 2>&1 | tee "$out"
 	rc=${PIPESTATUS[0]}
 
-	# "test basic ... ok  12 ms" (or "FAILED"), one line per test.
-	passed=$(grep -cE '^(test +)?[[:space:]]*[A-Za-z0-9_]+ +\.\.\. ok' "$out")
-	failed=$(grep -cE '^(test +)?[[:space:]]*[A-Za-z0-9_]+ +\.\.\. (FAILED|failed)' "$out")
+	# "test basic ... ok  12 ms" (or "FAILED"), one line per test; from
+	# PostgreSQL 16 on, TAP: "ok 1  - basic  12 ms" (or "not ok").
+	passed=$(grep -cE '^(test +)?[[:space:]]*[A-Za-z0-9_]+ +\.\.\. ok|^ok [0-9]+ +[-+] ' "$out")
+	failed=$(grep -cE '^(test +)?[[:space:]]*[A-Za-z0-9_]+ +\.\.\. (FAILED|failed)|^not ok [0-9]+ +[-+] ' "$out")
 	total=${#tests[@]}
 	# A crash or a timeout can end the run before every test reported.
 	if [ $((passed + failed)) -lt "$total" ]; then
@@ -203,12 +207,13 @@ rl_run_regress() {
 	RL_SUITES+=("$suite $passed $failed")
 }
 
-# The pg_regress suites against standalone Redis (the server's settings).
+# The pg_regress suites against standalone Redis (the server's settings);
+# RL_ONLY names them one by one, or all of them as "pg_regress".
 rl_run_regress_standalone() {
 	local all tests=() t
 	read -r -a all <<<"$(rl_regress_list)"
 	for t in "${all[@]}"; do
-		rl_selected "$t" && tests+=("$t")
+		{ rl_selected "$t" || rl_selected pg_regress; } && tests+=("$t")
 	done
 	[ ${#all[@]} -gt 0 ] && [ ${#tests[@]} -eq 0 ] && return
 	rl_run_regress pg_regress regress "${tests[@]}"
@@ -335,8 +340,11 @@ rl_run_tap() {
 	# shellcheck disable=SC2046
 	(cd "$srcdir" && timeout -k 10 "$RL_TAP_TIMEOUT" $(rl_owner_cmd) env \
 		-u RL_REDIS_PORT \
+		RL_SERVER="$RL_SERVER" \
 		PATH="$RL_PGBIN:$PATH" \
 		TESTDIR="$RL_TMP/tap" \
+		TESTDATADIR="$RL_TMP/tap/tmp_check" \
+		TESTLOGDIR="$RL_TMP/tap/tmp_check/log" \
 		RL_FACTS="$RL_TMP/tap/facts" \
 		PG_REGRESS="$RL_PG_REGRESS" \
 		RL_TAP_INC="$RL_TAP_LIB:$srcdir/test/perl" \
@@ -488,7 +496,8 @@ main() {
 		rl_summary
 		exit 1
 	fi
-	rl_note "servers: Redis $RL_CHECK_REDIS_PORT, PostgreSQL $RL_CHECK_PG_PORT"
+	rl_note "servers: $("$RL_SERVER_BIN" --version | sed 's/ *sha=.*//') on" \
+		"$RL_CHECK_REDIS_PORT, PostgreSQL $RL_PG_VERSION on $RL_CHECK_PG_PORT"
 	if ! rl_start_redis check "$RL_CHECK_REDIS_PORT" ||
 		! rl_start_pg check "$RL_CHECK_PG_PORT" "$RL_CHECK_REDIS_PORT" \
 			"lc_messages = 'C'"; then

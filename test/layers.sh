@@ -37,6 +37,7 @@
 LAYERS='
 ratelimit.h                 leaf
 rl_guc.h                    leaf
+rl_compat.h                 leaf
 rl_guc.c                    leaf
 rl_args.[ch]                service
 rl_stats.[ch]               service

@@ -110,6 +110,7 @@ rl_node_discard(RlNode *node)
 		ReleaseExternalFD();
 	}
 	node->busy = false;
+	node->server_name[0] = '\0';
 	node->server_version[0] = '\0';
 }
 
@@ -526,7 +527,8 @@ rl_node_scripts(RlNode *node)
 }
 
 /*
- * True when the node may have Functions: Redis 7.0 or later, or a version
+ * True when the node may have Functions: Redis 7.0 or later (Valkey's own
+ * version counts, rl_connect.c's rl_parse_version), or a version
  * not known (INFO refused by the ACL, as README's least-privilege line
  * does), and neither the ACL nor the server has refused them.  An older
  * server answers the first FCALL "unknown command" (it did not run), and
@@ -710,18 +712,29 @@ rl_conn_endpoint(void)
 	return buf;
 }
 
-/* The version of the current node, or of any connected one. */
+/*
+ * The server and version of the current node, or of any connected one,
+ * as "valkey 8.0.1": Valkey reports redis_version 7.2.4 whatever it is,
+ * so the bare number would misname it.
+ */
 const char *
 rl_conn_server_version(void)
 {
+	static char buf[sizeof(((RlNode *) NULL)->server_name) +
+					sizeof(((RlNode *) NULL)->server_version)];
+	const RlNode *node = NULL;
+
 	if (rl_conn_cur != NULL && rl_conn_cur->server_version[0] != '\0')
-		return rl_conn_cur->server_version;
-	for (int i = 0; i < rl_num_nodes; i++)
+		node = rl_conn_cur;
+	for (int i = 0; node == NULL && i < rl_num_nodes; i++)
 	{
 		if (rl_nodes[i]->server_version[0] != '\0')
-			return rl_nodes[i]->server_version;
+			node = rl_nodes[i];
 	}
-	return NULL;
+	if (node == NULL)
+		return NULL;
+	snprintf(buf, sizeof(buf), "%s %s", node->server_name, node->server_version);
+	return buf;
 }
 
 /*

@@ -37,6 +37,7 @@
 #include "utils/timestamp.h"
 
 #include "rl_node.h"
+#include "rl_compat.h"
 #include "rl_sentinel.h"
 
 /* Longest password accepted from ratelimit.redis_password_file. */
@@ -44,16 +45,16 @@
 
 /* hiredis's reply builders, with arrays bounded (see RL_MAX_REPLY_ELEMENTS). */
 static redisReplyObjectFunctions rl_reply_functions;
-static void *(*rl_hiredis_create_array) (const redisReadTask *, int) = NULL;
+static void *(*rl_hiredis_create_array) (const redisReadTask *, rl_hiredis_elements) = NULL;
 int			rl_refused_elements = 0;
 
 /* hiredis's createArray, refusing tables no reply of ours needs. */
 static void *
-rl_create_array(const redisReadTask *task, int elements)
+rl_create_array(const redisReadTask *task, rl_hiredis_elements elements)
 {
 	if (elements > (rl_large_replies ? RL_MAX_LARGE_ELEMENTS : RL_MAX_REPLY_ELEMENTS))
 	{
-		rl_refused_elements = elements;
+		rl_refused_elements = (int) Min(elements, INT_MAX);
 		return NULL;			/* hiredis: a protocol error, nothing allocated */
 	}
 	return rl_hiredis_create_array(task, elements);
@@ -233,22 +234,61 @@ rl_connect_failed(const RlNode *node, const char *errstr)
 		rl_conn_failure(RL_FAILED_CONNECT, false, "could not connect to Redis: %s", errstr);
 }
 
-/* Pulls "redis_version:x.y.z" out of an INFO server reply. */
+/*
+ * Copies the value of INFO field NAME (a line "NAME:value") into buf;
+ * false when the reply has no such line.
+ */
+static bool
+rl_info_field(const char *info, const char *name, char *buf, size_t size)
+{
+	size_t		namelen = strlen(name);
+	const char *p = info;
+
+	while (p != NULL)
+	{
+		if (strncmp(p, name, namelen) == 0 && p[namelen] == ':')
+		{
+			size_t		len;
+
+			p += namelen + 1;
+			len = Min(strcspn(p, "\r\n"), size - 1);
+			memcpy(buf, p, len);
+			buf[len] = '\0';
+			return true;
+		}
+		p = strchr(p, '\n');
+		if (p != NULL)
+			p++;
+	}
+	return false;
+}
+
+/*
+ * The server's product and its own version, from an INFO server reply.
+ * Valkey keeps redis_version at 7.2.4 for clients that test it, and names
+ * itself in server_name with its version in valkey_version: a server that
+ * names itself is taken at its word ("<name>_version"), any other is
+ * Redis (redis_version).  The feature checks (the Redis 5 floor below,
+ * Functions in rl_node_has_functions) read this version.  A name that is
+ * not a plain word is ignored, so a peer's bytes never reach a message.
+ */
 static void
 rl_parse_version(RlNode *node, const char *info)
 {
-	const char *p = strstr(info, "redis_version:");
-	size_t		len;
+	char		field[sizeof(node->server_name) + sizeof("_version")];
+	char	   *name = node->server_name;
 
 	node->server_version[0] = '\0';
-	if (p == NULL)
-		return;
-	p += strlen("redis_version:");
-	len = strcspn(p, "\r\n");
-	if (len >= sizeof(node->server_version))
-		len = sizeof(node->server_version) - 1;
-	memcpy(node->server_version, p, len);
-	node->server_version[len] = '\0';
+	if (rl_info_field(info, "server_name", name, sizeof(node->server_name)) &&
+		name[0] != '\0' && strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-") == strlen(name))
+	{
+		snprintf(field, sizeof(field), "%s_version", name);
+		if (rl_info_field(info, field, node->server_version, sizeof(node->server_version)))
+			return;
+	}
+	strlcpy(name, "redis", sizeof(node->server_name));
+	(void) rl_info_field(info, "redis_version", node->server_version,
+						 sizeof(node->server_version));
 }
 
 /*
@@ -411,7 +451,7 @@ rl_node_connect(RlNode *node)
 	ReleaseExternalFD();
 	PG_TRY();
 	{
-		node->waitset = CreateWaitEventSet(TopMemoryContext, 3);
+		node->waitset = rl_create_wait_event_set(TopMemoryContext, 3);
 		AddWaitEventToSet(node->waitset, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch,
 						  NULL);
 		AddWaitEventToSet(node->waitset, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET,
@@ -513,17 +553,33 @@ rl_node_connect(RlNode *node)
 		cmds[i].argvlen = argvlen[i];
 	}
 
+	/*
+	 * The probe goes in a round trip of its own: Valkey 8.0 sends no reply
+	 * to a failed AUTH pipelined behind a command it refused with NOAUTH,
+	 * so a wrong password would look like a server that does not answer.
+	 */
 	PG_TRY();
 	{
-		ok = rl_node_roundtrip(node, cmds, n, replies, deadline, false);
+		ok = !probe || rl_node_roundtrip(node, cmds, 1, replies, deadline, false);
+		if (ok)
+			ok = rl_node_roundtrip(node, cmds + (probe ? 1 : 0), n - (probe ? 1 : 0),
+								   replies + (probe ? 1 : 0), deadline, false);
 	}
-	PG_FINALLY();
+	PG_CATCH();
 	{
 		explicit_bzero(password, sizeof(password));
+		if (probe)
+			rl_free_replies(replies, 1);
+		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	explicit_bzero(password, sizeof(password));
 	if (!ok)
+	{
+		if (probe)
+			rl_free_replies(replies, 1);
 		return false;
+	}
 	if (probe)
 	{
 		if (replies[0]->type != REDIS_REPLY_ERROR)
@@ -598,15 +654,17 @@ rl_node_connect(RlNode *node)
 	 */
 	if (node->server_version[0] != '\0' && atoi(node->server_version) < 5)
 	{
+		char		name[sizeof(node->server_name)];
 		char		version[sizeof(node->server_version)];
 
+		strlcpy(name, node->server_name, sizeof(name));
 		strlcpy(version, node->server_version, sizeof(version));
 		rl_node_discard(node);
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("Redis server %s runs Redis %s, which is too old",
-						rl_conn_endpoint(), version),
-				 errhint("ratelimit needs Redis 5.0 or later.")));
+				 errmsg("Redis server %s runs %s %s, which is too old",
+						rl_conn_endpoint(), name, version),
+				 errhint("ratelimit needs Redis 5.0 or later, or Valkey.")));
 	}
 	return true;
 }

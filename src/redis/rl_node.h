@@ -59,7 +59,8 @@ struct RlNode
 	bool		busy;			/* a command is out, its reply unread */
 	TimestampTz retry_at;		/* no attempt before then */
 	RlFailure	failure;		/* its last failure, for the policy */
-	char		server_version[32];
+	char		server_name[16];	/* "redis", "valkey": INFO's server_name */
+	char		server_version[32]; /* that product's own version */
 	RlNodeScripts scripts;		/* what it lost or refuses (rl_scripts.c) */
 	instr_time	sent_at;		/* the round trip out, for rl_stats_rtt */
 

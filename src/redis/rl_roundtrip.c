@@ -35,6 +35,7 @@
 #include "utils/timestamp.h"
 
 #include "rl_node.h"
+#include "rl_compat.h"
 #include "rl_stats.h"
 
 /* Replies larger than RL_MAX_REPLY_* are accepted (CLUSTER SLOTS). */
@@ -425,7 +426,7 @@ rl_nodes_waitset(RlNode **nodes, int nn, const uint32 *events)
 	if (!AcquireExternalFD())
 		return NULL;
 	ReleaseExternalFD();
-	set = CreateWaitEventSet(CurrentMemoryContext, nn + 2);
+	set = rl_create_wait_event_set(CurrentMemoryContext, nn + 2);
 	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	for (int k = 0; k < nn; k++)

@@ -168,9 +168,14 @@ rl_raise_acl_refusal(const char *msg, const RlScriptCall *call)
 	char		name[64] = "";
 	int			line = 0;
 
-	/* Redis 6 and 7.0 word it as below; later versions quote a NOPERM. */
+	/*
+	 * Redis 6 and 7.0 word it as below, Redis 7.2 and later and Valkey
+	 * "ACL failure in script: User u has no permissions to run the 'time'
+	 * command"; a refused key is a NOPERM.
+	 */
 	if (strstr(msg, "NOPERM") == NULL &&
-		strstr(msg, "The user executing the script can't") == NULL)
+		strstr(msg, "The user executing the script can't") == NULL &&
+		strstr(msg, "ACL failure in script") == NULL)
 		return;
 	if (strstr(msg, " key") != NULL)
 		ereport(ERROR,

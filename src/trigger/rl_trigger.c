@@ -86,8 +86,8 @@ PG_FUNCTION_INFO_V1(rl_throttle);
 #define RL_TRIGGER_USAGE \
 	"The arguments are: key columns, algorithm, limit, window[, on_deny (raise or skip)[, cost column]][, burst=N]."
 
-static void rl_bad_argument(TriggerData *trigdata, int argno,
-							const char *problem) pg_attribute_noreturn();
+static rl_noreturn void rl_bad_argument(TriggerData *trigdata, int argno,
+										const char *problem);
 
 /* An argument error, naming the trigger and the argument. */
 static void

@@ -84,11 +84,11 @@ extern int64 rl_trigger_cost_value(RlTriggerConf *conf, Datum value,
 								   bool isnull);
 extern bool rl_trigger_may_read(RlTriggerConf *conf, bool with_cost);
 extern char *rl_trigger_redis_key(RlTriggerConf *conf, const char *key);
-extern void rl_trigger_raise(RlTriggerConf *conf, const char *detail,
-							 const char *hint,
-							 const RlAnswer *answer) pg_attribute_noreturn();
-extern void rl_trigger_denied(RlTriggerConf *conf, const char *desc,
-							  const RlAnswer *answer) pg_attribute_noreturn();
+extern rl_noreturn void rl_trigger_raise(RlTriggerConf *conf, const char *detail,
+										 const char *hint,
+										 const RlAnswer *answer);
+extern rl_noreturn void rl_trigger_denied(RlTriggerConf *conf, const char *desc,
+										  const RlAnswer *answer);
 
 /* rl_trigger_slots.c: a statement's keys against a Redis Cluster */
 

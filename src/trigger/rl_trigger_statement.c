@@ -573,16 +573,15 @@ rl_throttle_statement(PG_FUNCTION_ARGS)
  * the denial would drop them unchecked.
  */
 static void
-rl_executor_run(QueryDesc *queryDesc, ScanDirection direction, uint64 count,
-				bool execute_once)
+rl_executor_run(RL_EXECUTOR_RUN_PARAMS)
 {
 	rl_depth++;
 	PG_TRY();
 	{
 		if (rl_prev_executor_run)
-			rl_prev_executor_run(queryDesc, direction, count, execute_once);
+			rl_prev_executor_run(RL_EXECUTOR_RUN_ARGS);
 		else
-			standard_ExecutorRun(queryDesc, direction, count, execute_once);
+			standard_ExecutorRun(RL_EXECUTOR_RUN_ARGS);
 	}
 	PG_FINALLY();
 	{

@@ -52,17 +52,17 @@ rl_cluster_ports() {
 rl_cluster_ok() {
 	local p maps=() first
 	for p in "${RL_CLUSTER_PORTS[@]}"; do
-		redis-cli -p "$p" CLUSTER INFO 2>/dev/null |
+		"$RL_CLI" -p "$p" CLUSTER INFO 2>/dev/null |
 			grep -q '^cluster_state:ok' || return 1
-		maps+=("$(redis-cli -p "$p" CLUSTER SLOTS 2>/dev/null | paste -sd ' ')")
+		maps+=("$("$RL_CLI" -p "$p" CLUSTER SLOTS 2>/dev/null | paste -sd ' ')")
 	done
 	first=${maps[0]}
 	for p in "${maps[@]}"; do
 		[ "$p" = "$first" ] || return 1
 	done
 	for p in "${RL_CLUSTER_PORTS[@]}"; do
-		redis-cli -p "$p" INFO replication 2>/dev/null | grep -q '^role:slave' || continue
-		redis-cli -p "$p" INFO replication 2>/dev/null |
+		"$RL_CLI" -p "$p" INFO replication 2>/dev/null | grep -q '^role:slave' || continue
+		"$RL_CLI" -p "$p" INFO replication 2>/dev/null |
 			grep -q '^master_link_status:up' || return 1
 	done
 	return 0
@@ -84,7 +84,7 @@ rl_start_cluster() {
 		RL_CLUSTER_PORTS+=("$port")
 		addrs+=("127.0.0.1:$port")
 	done
-	redis-cli --cluster create "${addrs[@]}" --cluster-replicas "$replicas" \
+	"$RL_CLI" --cluster create "${addrs[@]}" --cluster-replicas "$replicas" \
 		--cluster-yes </dev/null >"$RL_TMP/redis-$name-create.log" 2>&1 || {
 		cat "$RL_TMP/redis-$name-create.log" >&2
 		return 1
@@ -106,7 +106,7 @@ rl_start_cluster() {
 rl_cluster_script_calls() {
 	local p n out=()
 	for p in "${RL_CLUSTER_PORTS[@]}"; do
-		n=$(redis-cli -p "$p" INFO commandstats 2>/dev/null |
+		n=$("$RL_CLI" -p "$p" INFO commandstats 2>/dev/null |
 			awk -F '[=,]' '/^cmdstat_(fcall|evalsha|eval):/ { s += $2 } END { print s + 0 }')
 		out+=("$p=$n")
 	done

@@ -3,15 +3,20 @@
 # test/lib/servers.sh
 #
 # Throwaway servers for the demo, the tests and the benchmark: installs
-# what a fresh Debian 12 machine lacks, builds and installs the extension,
+# what a fresh Debian machine lacks, builds and installs the extension,
 # and starts a Redis and a PostgreSQL on loopback in a temporary directory.
 # PostgreSQL refuses to run as root, so when we are root the servers and
 # the clients that need a cluster run as the postgres user.
 #
+# The PostgreSQL is the one the Debian release ships (12: 15, 13: 17,
+# testing: 18), or RL_PG_VERSION; the server is Redis, or Valkey with
+# RL_SERVER=valkey (valkey-server, valkey-cli: $RL_SERVER_BIN, $RL_CLI).
+#
 # Source it, then:
 #   rl_setup                         install packages, build, install
 #   rl_free_port BASE                a free loopback port from BASE on
-#   rl_start_redis NAME PORT [ARGS]  redis-server on 127.0.0.1:PORT
+#   rl_start_redis NAME PORT [ARGS]  redis-server (or valkey-server) on
+#                                    127.0.0.1:PORT
 #   rl_start_pg NAME PORT REDISPORT  initdb + pg_ctl start, extension created
 #   rl_psql NAME [psql args]         psql to that cluster, as its owner
 #   rl_stop_all                      stop everything started (also on exit)
@@ -20,9 +25,33 @@
 # RL_KEEP=1).
 
 RL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-RL_PGBIN=/usr/lib/postgresql/15/bin
-RL_PACKAGES="postgresql-15 postgresql-server-dev-15 libhiredis-dev libssl-dev openssl redis-server
-	libipc-run-perl make gcc"
+
+# The release's own PostgreSQL; on another system the newest installed.
+rl_default_pg_version() {
+	case $( (. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")) in
+		bookworm) echo 15 ;;
+		trixie) echo 17 ;;
+		forky) echo 18 ;;
+		*) (ls -d /usr/lib/postgresql/*/lib/pgxs 2>/dev/null || echo /15/) |
+			awk -F/ '{ print $(NF - 2) }' | sort -n | tail -n 1 ;;
+	esac
+}
+
+RL_PG_VERSION=${RL_PG_VERSION:-$(rl_default_pg_version)}
+RL_SERVER=${RL_SERVER:-redis}
+case $RL_SERVER in
+	redis | valkey) ;;
+	*)
+		echo "RL_SERVER is \"$RL_SERVER\": redis or valkey" >&2
+		exit 1
+		;;
+esac
+RL_SERVER_BIN=$RL_SERVER-server
+RL_CLI=$RL_SERVER-cli
+RL_PGBIN=/usr/lib/postgresql/$RL_PG_VERSION/bin
+RL_PG_CONFIG=$RL_PGBIN/pg_config
+RL_PACKAGES="postgresql-$RL_PG_VERSION postgresql-server-dev-$RL_PG_VERSION libhiredis-dev
+	libssl-dev openssl $RL_SERVER-server libipc-run-perl make gcc"
 # Installed when root; without them the suites that need them skip.
 RL_OPTIONAL_PACKAGES="strace"
 RL_PIDS_REDIS=()
@@ -92,8 +121,8 @@ rl_setup() {
 			return 1
 	fi
 	# A redis-server or postgresql service the packages started is not ours.
-	make -C "$RL_ROOT" -s with_llvm=no >/dev/null &&
-		make -C "$RL_ROOT" -s with_llvm=no install >/dev/null
+	make -C "$RL_ROOT" -s with_llvm=no PG_CONFIG="$RL_PG_CONFIG" >/dev/null &&
+		make -C "$RL_ROOT" -s with_llvm=no PG_CONFIG="$RL_PG_CONFIG" install >/dev/null
 }
 
 rl_start_redis() {
@@ -103,12 +132,12 @@ rl_start_redis() {
 	local dir=$RL_TMP/redis-$name
 	mkdir -p "$dir"
 	[ "$(id -u)" = 0 ] && chown postgres: "$dir"
-	rl_as_owner redis-server --port "$port" --bind 127.0.0.1 --save '' \
+	rl_as_owner "$RL_SERVER_BIN" --port "$port" --bind 127.0.0.1 --save '' \
 		--appendonly no --daemonize yes --dir "$dir" \
 		--pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
 		--enable-debug-command local "$@" || return 1
 	for _ in $(seq 50); do
-		redis-cli -p "$port" PING >/dev/null 2>&1 && break
+		"$RL_CLI" -p "$port" PING >/dev/null 2>&1 && break
 		sleep 0.1
 	done
 	RL_PIDS_REDIS+=("$dir/redis.pid")

@@ -97,7 +97,7 @@ sub new
 
 	my ($out, $err) = ('', '');
 	IPC::Run::run [
-		'redis-cli', '--cluster', 'create',
+		RLRedis::rl_bin('cli'), '--cluster', 'create',
 		(map { $_->host . ':' . $_->port } @{ $self->{nodes} }),
 		'--cluster-replicas', $replicas, '--cluster-yes'
 	  ],

@@ -4,6 +4,10 @@
 # free loopback port (16400-16499) that the suite can stall, kill and
 # restart, and a PostgreSQL cluster configured to use it.
 #
+# RL_SERVER=valkey runs every suite against Valkey instead: rl_bin('server')
+# and rl_bin('cli') name the programs to run (valkey-server, valkey-cli),
+# here and in RLCluster, RLSentinel and the suites that start their own.
+#
 # Every server started here is killed in an END block, also when the test
 # dies, so no Redis outlives its suite.
 
@@ -23,9 +27,21 @@ use Test::Builder;
 use Time::HiRes qw(time usleep);
 
 our @EXPORT_OK = qw(rl_node rl_session rl_run rl_start rl_finish rl_wait_for
-  rl_load rl_status_of rl_wait_extension proc_alive fact fault_mark fault_done);
+  rl_load rl_status_of rl_wait_extension proc_alive fact fault_mark fault_done
+  rl_bin);
 
 my @started;
+
+our $SERVER = $ENV{RL_SERVER} || 'redis';
+die "RL_SERVER is \"$SERVER\": redis or valkey\n"
+  unless $SERVER eq 'redis' || $SERVER eq 'valkey';
+
+# The program of the server under test for a part: 'server', 'cli'.
+sub rl_bin
+{
+	my ($part) = @_;
+	return "$SERVER-$part";
+}
 
 # Cluster->init runs pg_regress --config-auth; PGXS's prove_installcheck
 # names it in PG_REGRESS, a bare prove does not.
@@ -37,7 +53,8 @@ if (!$ENV{PG_REGRESS})
 	$ENV{PG_REGRESS} = "$dir/src/test/regress/pg_regress";
 }
 
-# RLRedis->new(name => 'main', args => [...]): starts a redis-server.
+# RLRedis->new(name => 'main', args => [...]): starts a redis-server
+# (server => 'valkey': a valkey-server, whatever RL_SERVER says).
 # Options for a server in another network namespace (RLNetns): bind (its
 # address, instead of 127.0.0.1), wrap (a command prefix that runs it
 # there, e.g. nsenter) and unixsocket (the suite then talks to it over a
@@ -52,6 +69,7 @@ sub new
 		auth => [],
 		bind => $opt{bind} // '127.0.0.1',
 		wrap => $opt{wrap} // [],
+		server => $opt{server} // $SERVER,
 	}, $class;
 	$self->{socket} = "$self->{dir}/$self->{name}.sock" if $opt{unixsocket};
 	push @started, $self;
@@ -89,7 +107,7 @@ sub start
 	my $pidfile = "$self->{dir}/$self->{name}.pid";
 	unlink $pidfile;
 	IPC::Run::run [
-		@{ $self->{wrap} }, 'redis-server', '--port', $self->{port},
+		@{ $self->{wrap} }, $self->program('server'), '--port', $self->{port},
 		'--bind', $self->{bind}, '--save', '', '--appendonly', 'no',
 		($self->{socket} ? ('--unixsocket', $self->{socket}) : ()),
 		# Another address is a private namespace's (RLNetns): no password.
@@ -121,6 +139,10 @@ sub start
 }
 
 sub port { $_[0]->{port} }
+
+# This server's program for a part ('server', 'cli'); objects RLCluster
+# and RLSentinel make themselves run RL_SERVER's.
+sub program { ($_[0]->{server} // $SERVER) . "-$_[1]" }
 sub host { $_[0]->{bind} }
 sub pid { $_[0]->{pid} }
 sub logfile { "$_[0]->{dir}/$_[0]->{name}.log" }
@@ -145,7 +167,7 @@ sub cli
 	my ($self, @args) = @_;
 	my ($out, $err) = ('', '');
 	eval {
-		IPC::Run::run [ 'redis-cli', $self->cli_target,
+		IPC::Run::run [ $self->program('cli'), $self->cli_target,
 			@{ $self->{auth} }, '--no-auth-warning', @args ],
 		  '<', \undef, '>', \$out, '2>', \$err,
 		  IPC::Run::timeout(15);
@@ -161,7 +183,7 @@ sub cli_bg
 {
 	my ($self, @args) = @_;
 	my ($out, $err) = ('', '');
-	return IPC::Run::start [ 'redis-cli', $self->cli_target,
+	return IPC::Run::start [ $self->program('cli'), $self->cli_target,
 		@{ $self->{auth} }, '--no-auth-warning', @args ],
 	  '<', \undef, '>', \$out, '2>', \$err;
 }
@@ -269,6 +291,15 @@ sub info
 	my $info = $self->cli('INFO', $section) // '';
 	return $1 if $info =~ /^\Q$field\E:(.*?)\r?$/m;
 	return undef;
+}
+
+# The server's own version: Valkey's valkey_version (its redis_version
+# stays 7.2.4), else redis_version.
+sub version
+{
+	my ($self) = @_;
+	return $self->info('server', 'valkey_version')
+	  // $self->info('server', 'redis_version');
 }
 
 # The numbers a limiter's state string holds (lua/common.lua rl_state:

@@ -301,7 +301,7 @@ sub restart_as_master
 sub start_sentinel
 {
 	my ($s, $conf) = @_;
-	IPC::Run::run [ 'redis-server', $conf, '--sentinel' ],
+	IPC::Run::run [ RLRedis::rl_bin('server'), $conf, '--sentinel' ],
 	  '>', \my $out, '2>', \my $err;
 	for (1 .. 100)
 	{

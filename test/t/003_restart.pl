@@ -22,7 +22,7 @@ use RLRedis
 
 my $redis = RLRedis->new(name => 'r003');
 # Redis 7.0 and later: the extension sends FCALL to its Functions library.
-my $functions = (split /\./, $redis->info('server', 'redis_version'))[0] >= 7;
+my $functions = (split /\./, $redis->version)[0] >= 7;
 my $node = rl_node('c003', $redis);
 my $dboid = $node->safe_psql('postgres',
 	'SELECT oid FROM pg_database WHERE datname = current_database()');

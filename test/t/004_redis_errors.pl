@@ -324,10 +324,10 @@ $mark = fault_mark();
 		$a->quit;
 	}
 	for my $case (
-		[ 'rl_notime', qr/can't run this command/,
+		[ 'rl_notime', qr/can't run this command|no permissions to run the 'time' command/,
 			qr/the Redis user may not run TIME, which line \d+ of the (fixed_window script|function library) calls/ ],
 		[ 'rl_noevalsha', qr/NOPERM .*eval/, qr/the Redis user may not run EVAL/ ],
-		[ 'rl_otherkeys', qr/NOPERM .*access one of the keys/,
+		[ 'rl_otherkeys', qr/NOPERM .*access (one of the keys|a key)/,
 			qr/the Redis user may not use the keys under ratelimit\.key_prefix "rl:"/ ])
 	{
 		my ($user, $detail, $message) = @$case;

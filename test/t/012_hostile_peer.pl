@@ -57,7 +57,7 @@ $redis->cli('ACL', 'SETUSER', 'rl_peer', 'on', '>pw-peer', '~*', '+@all');
 $redis->cli('ACL', 'SETUSER', 'rl_peer_nofn', 'on', '>pw-peer', '~*', '+@all',
 	'-fcall', '-function');
 # The script command the extension sends: FCALL on Redis 7.0 and later.
-my $SCRIPT = (split /\./, $redis->info('server', 'redis_version'))[0] >= 7
+my $SCRIPT = (split /\./, $redis->version)[0] >= 7
   ? 'FCALL' : 'EVALSHA';
 my $proxy = RLProxy->new($redis->port);
 

@@ -278,7 +278,7 @@ $mark = fault_mark();
 usleep(500_000);
 my ($rout, $rerr) = ('', '');
 my $reshard = IPC::Run::start [
-	'redis-cli', '--cluster', 'reshard', '127.0.0.1:' . $src->port,
+	RLRedis::rl_bin('cli'), '--cluster', 'reshard', '127.0.0.1:' . $src->port,
 	'--cluster-from', $rc->id_of($src), '--cluster-to', $rc->id_of($dst),
 	'--cluster-slots', 100, '--cluster-yes'
   ],

@@ -55,7 +55,7 @@ my $redis_pid;
 sub redis_start
 {
 	unlink $pidfile;
-	IPC::Run::run [ 'redis-server', '--bind', '127.0.0.1', '--port', $plain_port,
+	IPC::Run::run [ RLRedis::rl_bin('server'), '--bind', '127.0.0.1', '--port', $plain_port,
 		'--tls-port', $tls_port, '--tls-cert-file', "$dir/server.crt",
 		'--tls-key-file', "$dir/server.key", '--tls-ca-cert-file', "$dir/ca.crt",
 		'--tls-auth-clients', 'no', '--requirepass', $secret,
@@ -79,7 +79,7 @@ sub redis_start
 # redis-cli over TLS, verifying the server as the extension does.
 sub cli
 {
-	my @cmd = ('redis-cli', '--tls', '--cacert', "$dir/ca.crt",
+	my @cmd = (RLRedis::rl_bin('cli'), '--tls', '--cacert', "$dir/ca.crt",
 		'--cert', "$dir/client.crt", '--key', "$dir/client.key",
 		'-h', '127.0.0.1', '-p', $tls_port, '-a', $secret, '--no-auth-warning', @_);
 	my $out = '';

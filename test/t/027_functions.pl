@@ -35,7 +35,7 @@ my @ALGOS = qw(fixed_window sliding_log sliding_counter token_bucket
   leaky_bucket gcra);
 
 my $redis = RLRedis->new(name => 'r027');
-my ($major) = split /\./, $redis->info('server', 'redis_version');
+my ($major) = split /\./, $redis->version;
 plan skip_all => "Redis $major has no Functions" if $major < 7;
 
 my $node = rl_node('c027', $redis, qq{
