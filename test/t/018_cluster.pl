@@ -220,6 +220,24 @@ is($to->fw_used($mrk), '4', 'MOVED: the new master holds the count');
 is($o3, 't|5', 'MOVED: and the call after it (remaining 5)');
 ok(!(grep { /MOVED/ } @d3), 'MOVED: which goes straight to the new master');
 
+# The MOVED left the session's map marked stale: it is fetched again at
+# the session's first call 100 ms (RL_MAP_MIN_INTERVAL_MS) after the last
+# fetch.  Section 4 expects a MOVED after its migration ends, which a
+# fetch falling after that would spare the call; so wait for the fetch
+# here (on a fast machine every call above can come within those 100 ms).
+my $refetched = 0;
+for (1 .. 100)
+{
+	my (undef, @dt) = sess_allow('c18:tick', 'fixed_window', 1000000);
+	if (grep { /slot map fetched/ } @dt)
+	{
+		$refetched = 1;
+		last;
+	}
+	select(undef, undef, undef, 0.05);
+}
+ok($refetched, 'MOVED: the session fetches the map again after a MOVED');
+
 # 4. ASK: mid-migration, the source serves what it holds; a key it lacks
 # is asked of the target.  Same user key, two algorithms: one slot.
 my $ak = 'c18:ask';
