@@ -5,7 +5,7 @@
 # nothing under lua/ is read at run time.
 
 EXTENSION = ratelimit
-EXTVERSION = 0.4.0
+EXTVERSION = 0.5.0
 
 MODULE_big = ratelimit
 OBJS = \
@@ -41,6 +41,7 @@ OBJS = \
 DATA = sql/ratelimit--0.1.0.sql sql/ratelimit--0.1.0--0.2.0.sql \
 	sql/ratelimit--0.2.0.sql sql/ratelimit--0.2.0--0.3.0.sql \
 	sql/ratelimit--0.3.0.sql sql/ratelimit--0.3.0--0.4.0.sql \
+	sql/ratelimit--0.4.0.sql sql/ratelimit--0.4.0--0.5.0.sql \
 	sql/ratelimit--$(EXTVERSION).sql
 PGFILEDESC = "ratelimit - distributed rate limiting over Redis"
 

@@ -79,6 +79,14 @@ typedef struct RlLimiter
 	int64		limit;			/* the sustained rate: limit per window */
 	int64		window_us;
 	int64		burst;			/* capacity of the buckets and GCRA; 0: limit */
+
+	/*
+	 * A named policy's limiter (0.5.0): its state outlives a change of the
+	 * policy's parameters, so the store keeps, beside the state, what it
+	 * needs to carry it over (doc/policies.md).  False for the parameter
+	 * forms, whose keys name their parameters.
+	 */
+	bool		carry;
 } RlLimiter;
 
 /* The most one call can ask for: the burst where one is set, else the limit. */

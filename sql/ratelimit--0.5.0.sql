@@ -1,0 +1,270 @@
+/* sql/ratelimit--0.5.0.sql */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION ratelimit" to load this file. \quit
+
+-- The answer of every check.
+CREATE TYPE rl_result AS (
+	allowed boolean,
+	remaining bigint,
+	retry_after_ms bigint,
+	reset_after_ms bigint
+);
+
+-- Not STRICT: a NULL argument raises an error instead of returning a NULL
+-- row, which "IF NOT (rl_allow(...)).allowed" would silently let through.
+-- rl_allow and rl_peek: see "Burst (issue 14)" below.
+
+-- A limiter is its key, algorithm, limit, window and burst (0.4.0): the
+-- parameters name the limiter to forget, as they do in rl_allow.
+CREATE FUNCTION rl_reset(key text, algo text, "limit" bigint, "window" interval,
+						 burst bigint DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_reset'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_status(
+	OUT endpoint text,
+	OUT connected boolean,
+	OUT server_version text,
+	OUT last_error text,
+	OUT last_error_at timestamptz,
+	OUT calls bigint,
+	OUT allowed bigint,
+	OUT denied bigint,
+	OUT fail_open bigint,
+	OUT fail_closed bigint,
+	OUT failures bigint,
+	OUT connects bigint,
+	OUT script_loads bigint,
+	OUT cached bigint,
+	OUT redirects bigint,		-- cluster: MOVED and ASK replies followed
+	OUT map_refreshes bigint)	-- cluster: slot maps fetched
+RETURNS record
+AS 'MODULE_PATHNAME', 'rl_status'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+
+-- Batches (rl_allow_many): see "Burst (issue 14)" below.
+
+-- Layered limits: every rule admits the call, or none is charged.
+CREATE TYPE rl_rule AS (
+	algo text,
+	"limit" bigint,
+	"window" interval
+);
+
+CREATE FUNCTION rl_allow_layered(key text, rules rl_rule[], cost bigint DEFAULT 1)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_allow_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_peek_layered(key text, rules rl_rule[])
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_peek_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_reset_layered(key text, rules rl_rule[])
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_reset_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Triggers: rl_throttle per row (BEFORE INSERT OR UPDATE ... FOR EACH ROW),
+-- rl_throttle_statement per statement (AFTER INSERT OR UPDATE ...
+-- REFERENCING NEW TABLE AS rl_new FOR EACH STATEMENT, or a BEFORE ... FOR
+-- EACH ROW trigger that counts plus an AFTER ... FOR EACH STATEMENT one
+-- that checks, with the same arguments).  Arguments: key columns, algo,
+-- limit, window[, on_deny 'raise' | 'skip'[, cost column]][, 'burst=N'].
+CREATE FUNCTION rl_throttle()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'rl_throttle'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_throttle_statement()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'rl_throttle_statement'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- PostgREST (rl_postgrest_guard): see "Burst (issue 14)" below.
+
+-- Privileges.  Every function here consumes, reads or resets limiters
+-- that other roles rely on, so none is executable by PUBLIC: whoever may
+-- call rl_allow may spend any key's quota.  The administrator grants
+-- them to the roles that need them (README, "Privileges").  Trigger
+-- functions need EXECUTE only to create a trigger; the trigger then fires
+-- for every role that may write the table.
+REVOKE EXECUTE ON FUNCTION
+	rl_reset(text, text, bigint, interval, bigint),
+	rl_status(),
+	rl_allow_layered(text, rl_rule[], bigint),
+	rl_peek_layered(text, rl_rule[]),
+	rl_reset_layered(text, rl_rule[]),
+	rl_throttle(),
+	rl_throttle_statement()
+FROM PUBLIC;
+
+-- Burst (issue 14)
+--
+-- token_bucket, leaky_bucket and gcra take a capacity (burst) apart from
+-- their rate (limit per window); NULL keeps the capacity at the limit.
+-- Not STRICT: a NULL argument raises an error instead of returning a NULL
+-- row, which "IF NOT (rl_allow(...)).allowed" would silently let through.
+CREATE FUNCTION rl_allow(key text, algo text, "limit" bigint, "window" interval,
+						 cost bigint DEFAULT 1, burst bigint DEFAULT NULL)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_allow'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_peek(key text, algo text, "limit" bigint, "window" interval,
+						burst bigint DEFAULT NULL)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_peek'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Batches: one row per key, in array order, all checks in one round trip.
+CREATE FUNCTION rl_allow_many(keys text[], algo text, "limit" bigint,
+							  "window" interval, cost bigint DEFAULT 1,
+							  burst bigint DEFAULT NULL)
+RETURNS TABLE(key text, allowed boolean, remaining bigint,
+			  retry_after_ms bigint, reset_after_ms bigint)
+AS 'MODULE_PATHNAME', 'rl_allow_many'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+CREATE FUNCTION rl_allow_many(keys text[], algo text, "limit" bigint,
+							  "window" interval, costs bigint[],
+							  burst bigint DEFAULT NULL)
+RETURNS TABLE(key text, allowed boolean, remaining bigint,
+			  retry_after_ms bigint, reset_after_ms bigint)
+AS 'MODULE_PATHNAME', 'rl_allow_many'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+-- PostgREST: call from the db-pre-request function.  Denied requests get
+-- HTTP 429 with Retry-After and RateLimit headers.
+CREATE FUNCTION rl_postgrest_guard(algo text, "limit" bigint, "window" interval,
+								   key text DEFAULT NULL,
+								   burst bigint DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rl_postgrest_guard'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE EXECUTE ON FUNCTION
+	rl_allow(text, text, bigint, interval, bigint, bigint),
+	rl_peek(text, text, bigint, interval, bigint),
+	rl_allow_many(text[], text, bigint, interval, bigint, bigint),
+	rl_allow_many(text[], text, bigint, interval, bigint[], bigint),
+	rl_postgrest_guard(text, bigint, interval, text, bigint)
+FROM PUBLIC;
+
+-- Layered rules with a burst.  rl_rule keeps its three attributes: a
+-- fourth would make every ('gcra', 5, '1 second')::rl_rule written for
+-- 0.2.0 an error ("Input has too few columns").
+CREATE TYPE rl_burst_rule AS (
+	algo text,
+	"limit" bigint,
+	"window" interval,
+	burst bigint
+);
+
+CREATE FUNCTION rl_allow_layered(key text, rules rl_burst_rule[], cost bigint DEFAULT 1)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_allow_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_peek_layered(key text, rules rl_burst_rule[])
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_peek_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_reset_layered(key text, rules rl_burst_rule[])
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_reset_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE EXECUTE ON FUNCTION
+	rl_allow_layered(text, rl_burst_rule[], bigint),
+	rl_peek_layered(text, rl_burst_rule[]),
+	rl_reset_layered(text, rl_burst_rule[])
+FROM PUBLIC;
+
+-- rl_acquire (issue 14)
+--
+-- Waits up to max_wait for the call to be admitted, sleeping for the
+-- retry_after_ms of each denial (cancellable, and bounded by
+-- statement_timeout), then consumes; after max_wait, the denial.
+CREATE FUNCTION rl_acquire(key text, algo text, "limit" bigint, "window" interval,
+						   cost bigint DEFAULT 1,
+						   max_wait interval DEFAULT '1 second',
+						   burst bigint DEFAULT NULL)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE EXECUTE ON FUNCTION
+	rl_acquire(text, text, bigint, interval, bigint, interval, bigint)
+FROM PUBLIC;
+
+-- Server-wide statistics (issue 14)
+--
+-- Counts of every backend since the server started or rl_stats_reset(),
+-- kept in shared memory (src/rl_stats.c).  Readable by pg_monitor, not by
+-- PUBLIC; the limiter keys in rl_stats_limiters only by superusers and
+-- members of pg_read_all_stats (others see NULL).  rl_stats_reset() is
+-- granted to nobody: superusers only, unless they grant it.
+CREATE FUNCTION rl_stats(
+	OUT calls bigint,
+	OUT allowed bigint,
+	OUT denied bigint,
+	OUT shadow_denied bigint,
+	OUT cached bigint,
+	OUT fail_open bigint,
+	OUT fail_closed bigint,
+	OUT fail_local bigint,
+	OUT failures bigint,
+	OUT failures_timeout bigint,
+	OUT failures_connect bigint,
+	OUT failures_refused bigint,
+	OUT failures_misconfigured bigint,
+	OUT failures_protocol bigint,
+	OUT failures_lost bigint,
+	OUT failures_unavailable bigint,
+	OUT connects bigint,
+	OUT script_loads bigint,
+	OUT redirects bigint,
+	OUT round_trips bigint,
+	OUT rtt_p50_ms double precision,
+	OUT rtt_p99_ms double precision,
+	OUT rtt_p999_ms double precision,
+	OUT limiters_evicted bigint,
+	OUT limiters bigint,
+	OUT stats_reset timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rl_stats'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_stats_rtt(OUT lower_us bigint, OUT upper_us bigint,
+							 OUT round_trips bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_stats_rtt'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_stats_limiters(OUT key text, OUT algorithm text,
+								  OUT denied bigint,
+								  OUT last_denied timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_stats_limiters'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_stats_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'rl_stats_reset'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE VIEW rl_stats AS SELECT * FROM rl_stats();
+CREATE VIEW rl_stats_rtt AS SELECT * FROM rl_stats_rtt();
+CREATE VIEW rl_stats_limiters AS SELECT * FROM rl_stats_limiters();
+
+REVOKE EXECUTE ON FUNCTION rl_stats(), rl_stats_rtt(), rl_stats_limiters(),
+	rl_stats_reset() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION rl_stats(), rl_stats_rtt(), rl_stats_limiters()
+	TO pg_monitor;
+GRANT SELECT ON rl_stats, rl_stats_rtt, rl_stats_limiters TO pg_monitor;
