@@ -136,8 +136,7 @@ extern const char *rl_local_room_detail(RlLocalRoom why);
 /* rl_local_log.c: the sliding logs' pool of members */
 extern Size rl_local_log_size(void);
 extern void rl_local_log_startup(void);
-extern bool rl_local_log_room(RlLocalEntry *entry, double now, int need,
-							  const RlLocalHeld *held);
+extern bool rl_local_log_room(RlLocalEntry *entry, int need);
 extern bool rl_local_log_any_free(void);
 extern void rl_local_log_free(RlLocalEntry *entry);
 extern RlLocalMember *rl_local_log_at(const RlLocalEntry *entry, int i);

@@ -19,10 +19,10 @@
  * set steps.  The sums are unsigned 64-bit and only their differences
  * are used, so they may wrap.
  *
- * When the pool has no free block, expired entries are reclaimed: in the
- * partitions the call holds (but for the entries it has found), then in
- * those nobody holds (rl_local_reclaim_for_log); if that frees nothing
- * the call is refused as for a full table (rl_local_run.c).
+ * When the pool has no free block, the caller has the table reclaim
+ * expired entries and asks again (rl_local_run.c, through
+ * rl_local_reclaim_for_log); the pool itself never reaches up into the
+ * table.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -48,8 +48,7 @@ typedef struct RlLocalLogPool
 static RlLocalLogPool *rl_log_pool = NULL;
 static RlLocalLogBlock *rl_log_blocks = NULL;
 
-static bool rl_local_log_grow(RlLocalEntry *entry, double now,
-							  const RlLocalHeld *held);
+static bool rl_local_log_grow(RlLocalEntry *entry);
 
 static int32
 rl_local_log_nblocks(void)
@@ -116,21 +115,18 @@ rl_local_log_give(int32 first, int32 last)
 
 /*
  * Makes room for need more members (before an admitted call writes),
- * taking blocks while the last one is full.  When the pool is empty,
- * expired entries are reclaimed first (held: what the call holds, which
- * entry is among); false if there is still no block (the blocks taken
- * stay with the log, for its next call).
+ * taking blocks while the last one is full; false when the pool ran out
+ * first (the blocks taken stay with the log, for its next call).
  */
 bool
-rl_local_log_room(RlLocalEntry *entry, double now, int need,
-				  const RlLocalHeld *held)
+rl_local_log_room(RlLocalEntry *entry, int need)
 {
 	RlLocalLogHead *lg = &entry->u.lg;
 
 	while (entry->log < 0 ||
 		   lg->nblocks * RL_LOCAL_LOG_BLOCK - lg->off - lg->count < need)
 	{
-		if (!rl_local_log_grow(entry, now, held))
+		if (!rl_local_log_grow(entry))
 			return false;
 	}
 	return true;
@@ -138,14 +134,12 @@ rl_local_log_room(RlLocalEntry *entry, double now, int need,
 
 /* Adds a block at the end of a log's chain; false if none is free. */
 static bool
-rl_local_log_grow(RlLocalEntry *entry, double now, const RlLocalHeld *held)
+rl_local_log_grow(RlLocalEntry *entry)
 {
 	RlLocalLogHead *lg = &entry->u.lg;
 	int32		idx;
 
 	idx = rl_local_log_take();
-	if (idx == -1 && rl_local_reclaim_for_log(now, held))
-		idx = rl_local_log_take();
 	if (idx == -1)
 		return false;
 	if (entry->log < 0)

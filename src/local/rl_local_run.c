@@ -45,14 +45,23 @@ static RlFailure rl_local_failure;
 /*
  * Room for what an admitted call writes: a sliding log's next member.
  * Taken after the algorithm has run and before anything is written, so
- * a denial needs no room and a write cannot fail half-way.
+ * a denial needs no room and a write cannot fail half-way.  When the
+ * logs' pool is empty, the table frees expired entries (held: what the
+ * call holds, which stays) and the log tries again, for as long as that
+ * frees blocks.
  */
 static bool
 rl_local_room(int algorithm, RlLocalEntry *e, const RlLocalResult *res,
 			  double now, int need, const RlLocalHeld *held)
 {
-	return algorithm != RL_SLIDING_LOG || !res->apply ||
-		rl_local_log_room(e, now, need, held);
+	if (algorithm != RL_SLIDING_LOG || !res->apply)
+		return true;
+	while (!rl_local_log_room(e, need))
+	{
+		if (!rl_local_reclaim_for_log(now, held))
+			return false;
+	}
+	return true;
 }
 
 /*
