@@ -445,7 +445,8 @@ rl_record_replies(const char *unavailable, const char *setting,
  * concerns those keys only.  refused, when not empty, is an unavailable
  * reply met on the way (a FUNCTION LOAD Redis could not do): recorded
  * with the replies' own, so that one round trip counts one failure.
- * Misuse raises an ERROR, after freeing every reply.  A reply's text is
+ * Misuse raises an ERROR, after freeing every reply and dropping the
+ * link (see below).  A reply's text is
  * kept without the arguments Redis may quote (rl_reply_text).  Returns
  * the number of replies left.
  */
@@ -490,6 +491,16 @@ rl_check_replies(redisReply **replies, int n, const RlScriptCall *calls,
 			continue;
 		}
 		rl_free_replies(replies, n);
+
+		/*
+		 * The link goes too.  An error reply has no shape to check, so one
+		 * that a faulty peer put in front of Redis's own reply cannot be
+		 * told from it; that real reply then comes after the last one read,
+		 * possibly after the next call's check for stray bytes
+		 * (rl_link_is_stale), and would be taken as that call's answer.
+		 * The price is a reconnect on a path that ends in an ERROR anyway.
+		 */
+		rl_conn_drop();
 		/* What was met before the misuse is recorded, not lost with it. */
 		rl_record_replies(unavailable, setting, node_wide, false);
 		rl_raise_acl_refusal(msg, calls != NULL ? &calls[i] : NULL);

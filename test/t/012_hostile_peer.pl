@@ -14,8 +14,12 @@
 # of the reply.
 #
 # Every case must end in an ERROR or a policy answer, and, unless the
-# damaged reply was itself one well-formed reply (an error reply, a slow
-# but whole reply), with the link dropped: the next call reconnects.
+# damaged reply was itself one well-formed reply (a slow but whole reply,
+# a BUSY), with the link dropped: the next call reconnects.  An error
+# reply drops it too: it has no shape to check, so one put in front of a
+# pipelined call's real reply leaves that reply to come late, after the
+# next call's check for stray bytes (seen here: a batch then answered
+# the next call with its own reply).
 # Never a crash (the postmaster never restarts), a hang (every call
 # returns within the timeouts plus a margin; a stalled one is
 # cancellable), a leak (backend memory flat over hundreds of faulty
@@ -251,7 +255,7 @@ my %script = (
 	nested => [ { fault => 'replace', data => $BAD{nested} }, @E ],
 	nil => [ { fault => 'replace', data => $BAD{nil} }, @E ],
 	nil_array => [ { fault => 'replace', data => $BAD{nil_array} }, @E ],
-	error_reply => [ { fault => 'replace', data => $BAD{error} }, qr/^error$/, 0 ],
+	error_reply => [ { fault => 'replace', data => $BAD{error} }, @E ],
 	busy_reply => [ { fault => 'replace', data => "-BUSY injected\r\n" }, qr/^policy$/, 0 ],
 	negative_bulk_length => [ { fault => 'replace', data => $BAD{neg_bulk} }, @P ],
 	negative_array_length => [ { fault => 'replace', data => $BAD{neg_array} }, @P ],
@@ -310,7 +314,7 @@ push @named,
   [ 'DEL (rl_reset): array for an integer', 'reset', { cmd => 'DEL', fault => 'replace', data => "*1\r\n:1\r\n" }, @E ],
   [ 'DEL (rl_reset): extra reply after', 'reset', { cmd => 'DEL', fault => 'after', data => ":1\r\n" }, @E ],
   [ 'DEL (rl_reset): closed instead of reply', 'reset', { cmd => 'DEL', fault => 'close' }, @E ],
-  [ 'DEL (rl_reset): error reply', 'reset', { cmd => 'DEL', fault => 'replace', data => $BAD{error} }, qr/^error$/, 0 ],
+  [ 'DEL (rl_reset): error reply', 'reset', { cmd => 'DEL', fault => 'replace', data => $BAD{error} }, @E ],
   [ 'DEL (rl_reset): truncated then stall', 'reset', { cmd => 'DEL', fault => 'truncate', then => 'stall' }, @E ];
 
 # 3. The handshake: any damage there is an outage (policy answer) on a
