@@ -16,6 +16,7 @@ OBJS = \
 	src/rl_stats.o \
 	src/rl_stats_limiters.o \
 	src/redis/rl_node.o \
+	src/redis/rl_conn.o \
 	src/redis/rl_connect.o \
 	src/redis/rl_roundtrip.o \
 	src/redis/rl_link.o \

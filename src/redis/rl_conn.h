@@ -59,6 +59,8 @@ extern RlNode *rl_node_lookup(const char *host, int port);
 extern void rl_conn_keep_nodes(const char *const *hosts, const int *ports,
 							   int n);
 extern bool rl_node_ready(RlNode *node);
+extern bool rl_node_open(RlNode *node, bool *opened);
+extern bool rl_sentinel_guarded(void);
 extern RlNodeScripts *rl_node_scripts(RlNode *node);
 extern bool rl_node_has_functions(const RlNode *node);
 extern bool rl_node_roundtrip(RlNode *node, RlCommand *cmds, int n,
@@ -88,6 +90,7 @@ extern void rl_conn_failure(RlFailReason reason, bool keep, const char *fmt,...)
 extern void rl_conn_slot_failure(const char *fmt,...) pg_attribute_printf(1, 2);
 extern void rl_conn_misconfigured(const char *setting, const char *fmt,...) pg_attribute_printf(2, 3);
 extern const char *rl_reply_setting(const char *reply);
+extern const char *rl_sentinel_reply_setting(const char *reply);
 extern void rl_reply_text(const char *reply, char *buf, size_t len);
 extern void rl_conn_succeeded(void);
 extern TimestampTz rl_conn_current_retry_at(void);

@@ -38,7 +38,6 @@
 
 #include "rl_node.h"
 #include "rl_compat.h"
-#include "rl_sentinel.h"
 
 /* Longest password accepted from ratelimit.redis_password_file. */
 #define RL_MAX_PASSWORD_BYTES	1024
@@ -46,7 +45,6 @@
 /* hiredis's reply builders, with arrays bounded (see RL_MAX_REPLY_ELEMENTS). */
 static redisReplyObjectFunctions rl_reply_functions;
 static void *(*rl_hiredis_create_array) (const redisReadTask *, rl_hiredis_elements) = NULL;
-int			rl_refused_elements = 0;
 
 /* hiredis's createArray, refusing tables no reply of ours needs. */
 static void *
@@ -341,6 +339,67 @@ rl_tls_connect(RlNode *node, TimestampTz deadline)
 			return false;
 		}
 	}
+}
+
+/*
+ * What keeps the Redis password from a master that is not ours.  The
+ * connection to the master the Sentinels name opens with AUTH, before
+ * ROLE can say anything about the server: whoever can make a Sentinel
+ * name an address of theirs (SENTINEL MONITOR on a Sentinel that takes
+ * commands from anyone) would be sent the password, and could then answer
+ * every call, or write to Redis itself.  So with a Redis password one of
+ * two must hold:
+ *  - TLS verifies the master against ratelimit.redis_tls_ca_file or
+ *    ratelimit.redis_tls_server_name (rl_link.c always verifies the
+ *    certificate and the name).  Not the system's authorities checked
+ *    against the address a Sentinel gave: anyone can get a public
+ *    certificate for a name or address of their own.
+ *  - The Sentinels require a password (sentinel_password or its file),
+ *    so no outsider can reconfigure them.  Our password being accepted
+ *    does not prove it (an ACL user's password is accepted while the
+ *    default user may still be open), so each Sentinel must also refuse
+ *    a command sent before AUTH (rl_node_connect's probe).
+ * Without a Redis password there is no secret to keep: the deployment
+ * already trusts whoever reaches its servers.
+ */
+RlSentinelGuard
+rl_sentinel_guard(void)
+{
+	if (rl_redis_password[0] == '\0' && rl_redis_password_file[0] == '\0')
+		return RL_GUARD_UNNEEDED;
+	if (rl_redis_tls &&
+		(rl_redis_tls_ca_file[0] != '\0' || rl_redis_tls_server_name[0] != '\0'))
+		return RL_GUARD_TLS;
+	if (rl_sentinel_password[0] != '\0' || rl_sentinel_password_file[0] != '\0')
+		return RL_GUARD_SENTINEL_AUTH;
+	return RL_GUARD_MISSING;
+}
+
+/*
+ * False (recorded, naming the settings) when nothing guards the Redis
+ * password: checked before any Sentinel is asked, and again where AUTH
+ * would leave for the master (rl_node_connect).
+ */
+bool
+rl_sentinel_guarded(void)
+{
+	if (rl_sentinel_guard() != RL_GUARD_MISSING)
+		return true;
+	rl_conn_misconfigured("ratelimit.sentinel_password or ratelimit.redis_tls_ca_file",
+						  "the Redis password would go to whatever server a Sentinel names: set the Sentinels' password, or ratelimit.redis_tls with redis_tls_ca_file or redis_tls_server_name");
+	return false;
+}
+
+/*
+ * A Sentinel trusted to guard the Redis password answered a command sent
+ * before AUTH: anyone could reconfigure it.  Recorded on the Sentinel;
+ * its answers are not taken.
+ */
+void
+rl_sentinel_refuse_open(void)
+{
+	rl_conn_misconfigured("the Sentinels' requirepass or ratelimit.redis_tls_ca_file",
+						  "it answers clients that have not authenticated, so anyone could make it name a server of theirs for the Redis password");
 }
 
 /*
@@ -665,6 +724,49 @@ rl_node_connect(RlNode *node)
 				 errmsg("Redis server %s runs %s %s, which is too old",
 						rl_conn_endpoint(), name, version),
 				 errhint("ratelimit needs Redis 5.0 or later, or Valkey.")));
+	}
+	return true;
+}
+
+/*
+ * An idle connection that Redis closed (idle timeout, CLIENT KILL, restart)
+ * shows as readable with nothing or an error to read.  Checking before
+ * sending costs one non-blocking recv and lets us reconnect safely, since
+ * nothing was sent on the dead link.
+ */
+static bool
+rl_link_is_stale(RlNode *node)
+{
+	return !rl_link_idle_ok(node->ctx, node->ssl);	/* EOF, an error, or stray bytes */
+}
+
+
+/*
+ * Makes sure the node has a usable connection, and makes it the current
+ * node.  False means the node is unavailable for this call: inside its
+ * retry interval after a failure, or a connection attempt that just
+ * failed (recorded).  *opened (when not NULL) says whether the link was
+ * opened just now: rl_conn.c's rl_node_ready then has a master the
+ * Sentinels named confirm its role.
+ */
+bool
+rl_node_open(RlNode *node, bool *opened)
+{
+	if (opened != NULL)
+		*opened = false;
+	rl_conn_cur = node;
+	if (node->retry_at != 0 && GetCurrentTimestamp() < node->retry_at)
+		return false;
+
+	if (node->ctx != NULL && rl_link_is_stale(node))
+		rl_node_discard(node);
+	if (node->ctx == NULL)
+	{
+		rl_nodes_close_at_exit();
+		if (!rl_node_connect(node))
+			return false;
+		if (opened != NULL)
+			*opened = true;
 	}
 	return true;
 }

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
- * rl_conn.c
- *	  A backend's Redis nodes: which it knows, readying one, and failures.
+ * rl_node.c
+ *	  A backend's Redis nodes: which it knows, the current one, and failures.
  *
  * A node (RlNode, rl_node.h) is one Redis server: the standalone server of
  * the settings, or one master of a Redis Cluster (rl_cluster.c finds
@@ -28,10 +28,14 @@
  * meanwhile, and the WARNING, are the failure policy's (rl_policy.c),
  * which reads that record with every check the store leaves unanswered.
  *
+ * This is the bottom of the link but for the bytes (rl_link.c): it calls
+ * no other file of redis/.  Readying a node for a call is rl_conn.c's, on
+ * top; opening its link is rl_connect.c's.
+ *
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/redis/rl_conn.c
+ *	  src/redis/rl_node.c
  *
  *-------------------------------------------------------------------------
  */
@@ -62,12 +66,6 @@ static RlNode *rl_retired = NULL;
 
 /* The node the failure bookkeeping acts on (see the file's banner). */
 RlNode	   *rl_conn_cur = NULL;
-
-/*
- * The rl_settings_generation the open connections (or the last attempt)
- * were made under; 0 before the first call.
- */
-static uint64 rl_conn_generation = 0;
 
 /* Failure state shown by rl_status(). */
 static char rl_last_error[256] = "";
@@ -281,7 +279,56 @@ rl_forget_cluster_nodes(void)
 	}
 	rl_num_nodes = Min(rl_num_nodes, 1);
 	rl_conn_cur = rl_num_nodes > 0 ? rl_nodes[0] : NULL;
-	rl_cluster_reset();
+}
+
+/*
+ * Starts a call on the nodes (rl_conn_begin): the standalone node is the
+ * current one, the nodes the last call let go of are freed, and a link
+ * whose reply is unread is dropped.
+ */
+void
+rl_nodes_begin(void)
+{
+	rl_conn_cur = rl_standalone_node();
+	if (rl_retired != NULL)
+		rl_free_retired();
+
+	/* A command cut short by an error left its reply unread: drop it. */
+	for (int i = 0; i < rl_num_nodes; i++)
+	{
+		if (rl_nodes[i]->ctx != NULL && rl_nodes[i]->busy)
+			rl_node_discard(rl_nodes[i]);
+	}
+}
+
+/*
+ * Forgets the nodes when the settings changed (rl_conn_begin): every link
+ * is closed, the cluster nodes go, and the standalone node is back at the
+ * configured server, to be tried at once with nothing known of it.
+ */
+void
+rl_nodes_forget(void)
+{
+	rl_discard_all();
+	rl_tls_forget();
+	rl_forget_cluster_nodes();
+	rl_node_set_address(rl_nodes[0], NULL, 0);
+	rl_nodes[0]->retry_at = 0;
+	memset(&rl_nodes[0]->scripts, 0, sizeof(RlNodeScripts));
+}
+
+/*
+ * Has the backend's exit close every node's socket (rl_at_exit); called
+ * before the first connection is opened, once.
+ */
+void
+rl_nodes_close_at_exit(void)
+{
+	if (!rl_exit_registered)
+	{
+		on_proc_exit(rl_at_exit, (Datum) 0);
+		rl_exit_registered = true;
+	}
 }
 
 bool
@@ -444,6 +491,30 @@ rl_reply_text(const char *reply, char *buf, size_t len)
 }
 
 /*
+ * The setting a Sentinel's refusal points at: its credentials, or the
+ * list when what answered is not a Sentinel.  Never the Redis password.
+ */
+const char *
+rl_sentinel_reply_setting(const char *reply)
+{
+	if (strncmp(reply, "WRONGPASS", 9) == 0 ||
+		strncmp(reply, "ERR invalid password", 20) == 0 ||
+		strncmp(reply, "ERR AUTH", 8) == 0 ||
+		strncmp(reply, "ERR Client sent AUTH", 20) == 0)
+		return rl_sentinel_password_file[0] != '\0' ?
+			"ratelimit.sentinel_password_file and ratelimit.sentinel_username" :
+			"ratelimit.sentinel_password and ratelimit.sentinel_username";
+	if (strncmp(reply, "NOAUTH", 6) == 0)
+		return rl_sentinel_password_file[0] != '\0' ?
+			"ratelimit.sentinel_password_file" : "ratelimit.sentinel_password";
+	if (strncmp(reply, "NOPERM", 6) == 0)
+		return "the Sentinel ACL of ratelimit.sentinel_username";
+	if (strncmp(reply, "ERR unknown command", 19) == 0)
+		return "ratelimit.redis_nodes";
+	return NULL;
+}
+
+/*
  * The setting a refusal from Redis points at, or NULL when it is Redis's
  * state rather than ours (LOADING, max clients ...).
  */
@@ -503,18 +574,6 @@ rl_conn_discard_busy(void)
 }
 
 /*
- * An idle connection that Redis closed (idle timeout, CLIENT KILL, restart)
- * shows as readable with nothing or an error to read.  Checking before
- * sending costs one non-blocking recv and lets us reconnect safely, since
- * nothing was sent on the dead link.
- */
-static bool
-rl_link_is_stale(RlNode *node)
-{
-	return !rl_link_idle_ok(node->ctx, node->ssl);	/* EOF, an error, or stray bytes */
-}
-
-/*
  * Where rl_scripts.c keeps what the node lost (a script, the library) or
  * refuses (Functions): it outlives a reconnect, since the server is the
  * same, and is cleared when the settings change, when Sentinel names
@@ -542,113 +601,6 @@ rl_node_has_functions(const RlNode *node)
 }
 
 /*
- * Makes sure a usable connection is open.  False means Redis is
- * unavailable for this call: inside the retry interval after a failure,
- * or a connection attempt that just failed.
- */
-bool
-rl_conn_begin(void)
-{
-	rl_require_preload();
-	rl_conn_cur = rl_standalone_node();
-	if (rl_retired != NULL)
-		rl_free_retired();
-
-	/* A command cut short by an error left its reply unread: drop it. */
-	for (int i = 0; i < rl_num_nodes; i++)
-	{
-		if (rl_nodes[i]->ctx != NULL && rl_nodes[i]->busy)
-			rl_node_discard(rl_nodes[i]);
-	}
-
-	/*
-	 * New endpoint, mode or credentials (rl_guc.c's assign hooks count the
-	 * changes): reconnect, and try them at once.
-	 */
-	if (rl_conn_generation != rl_settings_generation)
-	{
-		rl_discard_all();
-		rl_tls_forget();
-		rl_forget_cluster_nodes();
-		rl_node_set_address(rl_nodes[0], NULL, 0);
-		rl_sentinel_reset();
-		rl_nodes[0]->retry_at = 0;
-		memset(&rl_nodes[0]->scripts, 0, sizeof(RlNodeScripts));
-		rl_conn_generation = rl_settings_generation;
-	}
-
-	/*
-	 * Settings that cannot work together are configuration errors, answered
-	 * by the policy (and named in the WARNING) like a wrong password.
-	 */
-	if (rl_redis_mode == RL_MODE_SENTINEL)
-		return rl_sentinel_check();
-	if (rl_redis_mode == RL_MODE_CLUSTER && rl_redis_db != 0)
-	{
-		rl_conn_misconfigured("ratelimit.redis_db",
-							  "ratelimit.redis_db must be 0 with Redis Cluster, which has only database 0");
-		return false;
-	}
-	if (rl_redis_tls && rl_redis_socket[0] != '\0' &&
-		rl_redis_mode == RL_MODE_STANDALONE)
-	{
-		rl_conn_misconfigured("ratelimit.redis_socket",
-							  "ratelimit.redis_tls needs a TCP connection, and ratelimit.redis_socket names a Unix socket; clear one of them");
-		return false;
-	}
-	if (rl_redis_mode == RL_MODE_CLUSTER && rl_redis_socket[0] != '\0')
-	{
-		rl_conn_misconfigured("ratelimit.redis_socket",
-							  "ratelimit.redis_socket is not used with Redis Cluster; list the nodes in ratelimit.redis_nodes");
-		return false;
-	}
-	return true;
-}
-
-/*
- * Makes sure the node has a usable connection, and makes it the current
- * node.  False means the node is unavailable for this call: inside its
- * retry interval after a failure, or a connection attempt that just
- * failed (recorded).
- */
-bool
-rl_node_ready(RlNode *node)
-{
-	rl_conn_cur = node;
-	if (node->retry_at != 0 && GetCurrentTimestamp() < node->retry_at)
-		return false;
-
-	if (node->ctx != NULL && rl_link_is_stale(node))
-		rl_node_discard(node);
-	if (node->ctx == NULL)
-	{
-		if (!rl_exit_registered)
-		{
-			on_proc_exit(rl_at_exit, (Datum) 0);
-			rl_exit_registered = true;
-		}
-		if (!rl_node_connect(node))
-			return false;
-		/* A master the Sentinels named must say it is one (ROLE). */
-		if (rl_redis_mode == RL_MODE_SENTINEL && node == rl_nodes[0])
-			return rl_sentinel_confirm_role(node);
-	}
-	return true;
-}
-
-/*
- * Makes sure the standalone connection is usable.  False means Redis is
- * unavailable for this call.
- */
-bool
-rl_conn_ready(void)
-{
-	if (!rl_conn_begin())
-		return false;
-	return rl_node_ready(rl_standalone_node());
-}
-
-/*
  * Drops the connection after a reply of the wrong shape: the peer is out of
  * step (or not Redis), so its next reply cannot be trusted either.
  */
@@ -671,20 +623,6 @@ rl_conn_connected(void)
 			return true;
 	}
 	return false;
-}
-
-/*
- * What rl_status() shows as the endpoint: the standalone server, or
- * "cluster:<seeds> (N masters)".
- */
-const char *
-rl_conn_status_endpoint(void)
-{
-	if (rl_redis_mode == RL_MODE_CLUSTER)
-		return rl_cluster_endpoint();
-	if (rl_redis_mode == RL_MODE_SENTINEL)
-		return rl_sentinel_endpoint();
-	return rl_conn_endpoint();
 }
 
 /*

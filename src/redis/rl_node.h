@@ -80,8 +80,22 @@ extern bool rl_large_replies;
 /* The element count of an array reply refused by rl_connect.c's bound. */
 extern int	rl_refused_elements;
 
-extern void rl_node_discard(RlNode *node);	/* rl_conn.c */
+/* What keeps the Redis password from a master that is not ours. */
+typedef enum RlSentinelGuard
+{
+	RL_GUARD_UNNEEDED,			/* no Redis password to keep */
+	RL_GUARD_TLS,				/* TLS verifies the master: our CA or name */
+	RL_GUARD_SENTINEL_AUTH,		/* the Sentinels require a password */
+	RL_GUARD_MISSING			/* neither: sentinel mode is refused */
+} RlSentinelGuard;
+
+extern void rl_node_discard(RlNode *node);	/* rl_node.c */
+extern void rl_nodes_begin(void);	/* rl_node.c */
+extern void rl_nodes_forget(void);	/* rl_node.c */
+extern void rl_nodes_close_at_exit(void);	/* rl_node.c */
 extern bool rl_node_connect(RlNode *node);	/* rl_connect.c */
+extern RlSentinelGuard rl_sentinel_guard(void);	/* rl_connect.c */
+extern void rl_sentinel_refuse_open(void);	/* rl_connect.c */
 extern bool rl_node_wait(RlNode *node, uint32 events, TimestampTz deadline);	/* rl_roundtrip.c */
 extern uint32 rl_node_io_events(RlIo io);	/* rl_roundtrip.c */
 

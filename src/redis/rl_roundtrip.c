@@ -41,6 +41,9 @@
 /* Replies larger than RL_MAX_REPLY_* are accepted (CLUSTER SLOTS). */
 bool		rl_large_replies = false;
 
+/* The element count of an array reply refused by rl_connect.c's bound. */
+int			rl_refused_elements = 0;
+
 /* Lets the next round trips accept replies up to RL_MAX_LARGE_*. */
 void
 rl_conn_large_replies(bool on)
