@@ -40,6 +40,7 @@
 static RlNode *rl_slot_node[RL_CLUSTER_SLOTS];
 static bool rl_map_loaded = false;
 static bool rl_map_stale = false;
+static uint64 rl_map_failures_seen = 0;	/* rl_conn_failure_epoch() then */
 static TimestampTz rl_map_fetched_at = 0;
 static int	rl_map_masters = 0;
 
@@ -104,7 +105,7 @@ rl_cluster_fetch(RlNode *node, TimestampTz deadline)
 	int		   *owner_of;		/* range i's master: index into hosts */
 	int			nowners = 0;
 
-	if (!rl_node_ready(node))
+	if (!rl_node_open(node, NULL))
 		return false;
 	rl_conn_large_replies(true);
 	PG_TRY();
@@ -225,6 +226,7 @@ rl_cluster_fetch(RlNode *node, TimestampTz deadline)
 	rl_counters.map_refreshes++;
 	rl_map_loaded = true;
 	rl_map_stale = false;
+	rl_map_failures_seen = rl_conn_failure_epoch();
 	rl_map_masters = nowners;
 	elog(DEBUG1, "ratelimit: slot map fetched from %s:%d, %d masters",
 		 rl_node_host(node), rl_node_port(node), rl_map_masters);
@@ -305,6 +307,7 @@ rl_cluster_route(int slot, TimestampTz deadline)
 	RlNode	   *node;
 
 	if (may_fetch && (!rl_map_loaded || rl_map_stale ||
+					  rl_map_failures_seen != rl_conn_failure_epoch() ||
 					  rl_slot_node[slot] == NULL))
 		rl_cluster_refresh(deadline);
 	if (!rl_map_loaded)
@@ -404,6 +407,7 @@ rl_cluster_reset(void)
 	memset(rl_slot_node, 0, sizeof(rl_slot_node));
 	rl_map_loaded = false;
 	rl_map_stale = false;
+	rl_map_failures_seen = rl_conn_failure_epoch();
 	rl_map_fetched_at = 0;
 	rl_map_masters = 0;
 }

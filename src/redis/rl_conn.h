@@ -93,6 +93,7 @@ extern const char *rl_reply_setting(const char *reply);
 extern const char *rl_sentinel_reply_setting(const char *reply);
 extern void rl_reply_text(const char *reply, char *buf, size_t len);
 extern void rl_conn_succeeded(void);
+extern uint64 rl_conn_failure_epoch(void);
 extern TimestampTz rl_conn_current_retry_at(void);
 extern void rl_free_replies(redisReply **replies, int n);
 extern void rl_conn_drop(void);

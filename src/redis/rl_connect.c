@@ -10,7 +10,7 @@
  * rl_sentinel_guard).  The password comes from its setting or its file,
  * read afresh at each connection; it never reaches a message.  A failure
  * says whether a setting is wrong (which setting) or Redis is
- * unavailable, and rl_conn.c records it.
+ * unavailable, and rl_node.c records it.
  *
  * hiredis's reply reader gets its bound on arrays here, for the
  * connection's life: no reply to the extension's commands needs a large

@@ -49,9 +49,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "rl_cluster.h"
 #include "rl_node.h"
-#include "rl_sentinel.h"
 #include "rl_stats.h"
 
 /* Every node this backend knows; [0] is the standalone node. */
@@ -71,6 +69,15 @@ RlNode	   *rl_conn_cur = NULL;
 static char rl_last_error[256] = "";
 static TimestampTz rl_last_error_at = 0;
 static bool rl_exit_registered = false;
+
+/*
+ * Failures recorded on a Redis node, not a Sentinel, since the backend
+ * started.  The topologies above compare it with the count they saw when
+ * they last named their nodes (rl_cluster.c's slot map, rl_sentinel.c's
+ * master): a failure since then makes them ask again before they trust
+ * what they know, without this file calling up to them.
+ */
+static uint64 rl_failure_epoch = 0;
 
 /*
  * Drops the connection.  When a command is out and its reply unread (a
@@ -392,8 +399,7 @@ rl_record_failure(RlFailReason reason, bool keep, const char *setting,
 			rl_node_discard(node);
 		return;
 	}
-	if (rl_redis_mode == RL_MODE_SENTINEL)
-		rl_sentinel_mark_stale();	/* ask again before using a master */
+	rl_failure_epoch++;			/* the topology asks again before use */
 
 	if (setting != NULL)
 		snprintf(rl_last_error, sizeof(rl_last_error),
@@ -418,8 +424,17 @@ rl_record_failure(RlFailReason reason, bool keep, const char *setting,
 
 	if (!keep)
 		rl_node_discard(node);
-	if (rl_redis_mode == RL_MODE_CLUSTER)
-		rl_cluster_mark_stale();
+}
+
+/*
+ * The count of failures recorded on Redis nodes so far: rl_cluster.c and
+ * rl_sentinel.c note it when they fetch the slot map or name the master,
+ * and take a different count as "the map, or the master, may be stale".
+ */
+uint64
+rl_conn_failure_epoch(void)
+{
+	return rl_failure_epoch;
 }
 
 /* An outage: Redis is down, stalled or cannot serve now. */
@@ -639,8 +654,19 @@ rl_conn_endpoint(void)
 		snprintf(buf, sizeof(buf), "%s:%d", rl_conn_cur->host, rl_conn_cur->port);
 		return buf;
 	}
+
+	/*
+	 * In sentinel mode the standalone node has no address only until the
+	 * Sentinels name the master (rl_sentinel.c points it there): named as
+	 * rl_sentinel_endpoint names it before then.
+	 */
 	if (rl_redis_mode == RL_MODE_SENTINEL)
-		return rl_sentinel_endpoint();
+	{
+		static char unnamed[600];
+
+		snprintf(unnamed, sizeof(unnamed), "sentinel:%s", rl_sentinel_master);
+		return unnamed;
+	}
 	if (rl_redis_socket[0] != '\0')
 		snprintf(buf, sizeof(buf), "unix:%s", rl_redis_socket);
 	else

@@ -3,10 +3,11 @@
  * rl_node.h
  *	  One Redis node and this backend's link to it (internal to the link layer).
  *
- * Shared by the three files of a backend's link to Redis, and by nothing
- * else: rl_conn.c keeps the nodes and their failures, rl_connect.c opens
- * a node's connection, rl_roundtrip.c runs the round trips.  Everything
- * else goes through rl_conn.h.
+ * Shared by the four files of a backend's link to Redis, and by nothing
+ * else: rl_node.c keeps the nodes and their failures, rl_roundtrip.c runs
+ * the round trips, rl_connect.c opens a node's connection, rl_conn.c
+ * readies the nodes for a call (bottom first: each calls only the ones
+ * before it).  Everything else goes through rl_conn.h.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -64,14 +65,14 @@ struct RlNode
 	RlNodeScripts scripts;		/* what it lost or refuses (rl_scripts.c) */
 	instr_time	sent_at;		/* the round trip out, for rl_stats_rtt */
 
-	RlNode	   *next_retired;	/* rl_conn.c's list of nodes let go of */
+	RlNode	   *next_retired;	/* rl_node.c's list of nodes let go of */
 
 	bool		sentinel;		/* a Redis Sentinel, asked for the master */
 	const char *sentinel_setting;	/* its last failure, kept quiet: */
 	char		sentinel_error[200];	/* rl_sentinel.c reports the sum */
 };
 
-/* The node the failure bookkeeping acts on (rl_conn.c's banner). */
+/* The node the failure bookkeeping acts on (rl_node.c's banner). */
 extern RlNode *rl_conn_cur;
 
 /* Replies larger than RL_MAX_REPLY_* are accepted (CLUSTER SLOTS). */

@@ -15,7 +15,7 @@
  * sends the calls (FCALL or EVALSHA, pipelined, routed per hash slot in a
  * cluster); here each reply becomes an answer, and a call Redis did not
  * answer is left unanswered with the failure of the node it went to
- * (rl_conn.c keeps it), for the failure policy.
+ * (rl_node.c keeps it), for the failure policy.
  *
  * A reply of the wrong shape (a foreign script under our SHA, a peer out
  * of step) is an ERROR, raised here only, and the link is dropped: what

@@ -15,7 +15,7 @@
  *
  * A wait cut short (the deadline, an interrupt, a broken link) drops the
  * connection: its reply is never read, and the command is never sent
- * again (rl_conn.c's banner).
+ * again (rl_node.c's banner).
  *
  * Copyright (c) 2026, ratelimit developers
  *

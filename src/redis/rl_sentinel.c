@@ -4,7 +4,7 @@
  *	  Redis Sentinel: finding the master and staying with it.
  *
  * In sentinel mode (ratelimit.redis_mode = sentinel) ratelimit.redis_nodes
- * lists the Sentinels, and the standalone node of rl_conn.c is pointed at
+ * lists the Sentinels, and the standalone node of rl_node.c is pointed at
  * the master they name, following the Sentinel client rules: ask the
  * Sentinels in turn (the last one that answered first) for
  * SENTINEL get-master-addr-by-name, connect, and confirm with ROLE that
@@ -35,14 +35,18 @@
 
 #include "utils/timestamp.h"
 
-#include "rl_cluster.h"
 #include "rl_sentinel.h"
 
 /* The Sentinel asked first: the last one that answered. */
 static int	rl_first_sentinel = 0;
 
-/* The master must be asked for before the next use. */
+/*
+ * The master must be asked for before the next use: so marked, or a
+ * failure on a Redis node was recorded since it was named (rl_node.c's
+ * rl_conn_failure_epoch, noted in rl_failures_seen).
+ */
 static bool rl_stale = true;
+static uint64 rl_failures_seen = 0;
 
 /* When the Sentinels last named the master, and whether they have. */
 static TimestampTz rl_checked_at = 0;
@@ -66,16 +70,9 @@ rl_sentinel_reset(void)
 	rl_resolved = false;
 }
 
-/* A failure on the master: ask the Sentinels before using it again. */
-void
-rl_sentinel_mark_stale(void)
-{
-	rl_stale = true;
-}
-
 /*
  * Asks one Sentinel for the master's address, into host/port.  A failure
- * is recorded on the Sentinel only (rl_conn.c keeps it quiet); the caller
+ * is recorded on the Sentinel only (rl_node.c keeps it quiet); the caller
  * reports what all of them said.
  */
 static RlSentinelAnswer
@@ -91,7 +88,7 @@ rl_sentinel_ask(RlNode *sentinel, char *host, size_t hostsize, int *port)
 
 	for (int i = 0; i < 3; i++)
 		argvlen[i] = strlen(argv[i]);
-	if (!rl_node_ready(sentinel))
+	if (!rl_node_open(sentinel, NULL))
 		return RL_SENTINEL_FAILED;
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   rl_command_timeout);
@@ -205,6 +202,7 @@ rl_sentinel_resolve(RlNode *master)
 		rl_node_set_address(master, host, port);
 		rl_resolved = true;
 		rl_stale = false;
+		rl_failures_seen = rl_conn_failure_epoch();
 		rl_checked_at = GetCurrentTimestamp();
 		return true;
 	}
@@ -254,7 +252,8 @@ rl_sentinel_check(void)
 	if (rl_node_resting(master))
 		return true;
 	now = GetCurrentTimestamp();
-	if (!rl_stale && rl_resolved &&
+	if (!rl_stale && rl_failures_seen == rl_conn_failure_epoch() &&
+		rl_resolved &&
 		(rl_sentinel_check_interval == 0 ||
 		 !TimestampDifferenceExceeds(rl_checked_at, now,
 									 rl_sentinel_check_interval)))

@@ -17,7 +17,6 @@
 
 extern bool rl_sentinel_check(void);
 extern bool rl_sentinel_confirm_role(RlNode *master);
-extern void rl_sentinel_mark_stale(void);
 extern void rl_sentinel_reset(void);
 extern const char *rl_sentinel_endpoint(void);
 
