@@ -22,7 +22,11 @@
 #     return type on its own line, the name at column 0) is declared in a
 #     header of its own layer, in its own folder when that folder is
 #     PRIVATE; SQL-callable functions (PG_FUNCTION_INFO_V1 in the same
-#     file) and _PG_init/_PG_fini are exempt.
+#     file) and _PG_init/_PG_fini are exempt;
+#   - inside a folder that ORDER ranks, a .c file names no function that
+#     a file of a higher rank, or another file of its own rank, defines
+#     (a call, or its address taken): the calls go one way, down, and a
+#     .c file the line does not rank is a violation.
 # It prints one line per violation, "file:line: what: rule broken", then
 # "layers: ok (N files)" and exits 0, or "layers: N violations in M files"
 # and exits 1.  Headers outside the tree (postgres.h, utils/...) are not
@@ -82,6 +86,16 @@ redis:            store-interface
 local:            store-interface
 '
 
+# The files of a folder, bottom first: "folder/ rank rank ...", a rank one
+# file or several joined by ",", which then call none of each other.  Only
+# functions are checked (not variables); a rank may name a file that is
+# absent.  redis/: the bytes of a link, the nodes and their failures, round
+# trips, opening a link, the two topologies, readying a node for a call,
+# the scripts, the store's operations.
+ORDER='
+redis/      rl_link.c rl_node.c rl_roundtrip.c rl_connect.c rl_cluster.c,rl_sentinel.c rl_conn.c rl_scripts.c rl_redis.c
+'
+
 # Folders whose headers are private: "folder/ files that may include them too".
 PRIVATE='
 redis/
@@ -102,7 +116,7 @@ if [ ! -d "$srcdir" ]; then
 	exit 2
 fi
 
-LAYERS="$LAYERS" INCLUDES="$INCLUDES" DECLARES="$DECLARES" PRIVATE="$PRIVATE" SYSTEM="$SYSTEM" \
+LAYERS="$LAYERS" INCLUDES="$INCLUDES" DECLARES="$DECLARES" PRIVATE="$PRIVATE" SYSTEM="$SYSTEM" ORDER="$ORDER" \
 exec perl -w - "$srcdir" <<'PERL'
 use strict;
 use File::Find;
@@ -129,6 +143,7 @@ my %may = map { my ($l, @to) = @$_; $l =~ s/:$//; ($l => { map { $_ => 1 } @to }
 my %declares = map { my ($l, @to) = @$_; $l =~ s/:$//; ($l => { map { $_ => 1 } @to }) } table('DECLARES');
 my @private = map { [$_->[0], { map { $_ => 1 } @{$_}[1 .. $#$_] }] } table('PRIVATE');
 my @system = table('SYSTEM');
+my @order = table('ORDER');
 
 # A layer named in a rule but given to no file (a typo) would make the rule
 # silently weaker: the tables must agree.
@@ -292,6 +307,45 @@ for my $f (@files) {
 				: ($hp && (!$own_priv || $hp != $own_priv)) ? "declared in a header private to $hp->[0]"
 				: undef;
 			violation($f, $line, "$f ($layer) defines $name(), declared in $h:$hline ($hl): $wrong") if $wrong;
+		}
+	}
+}
+
+# The order inside a folder: a file names no function of a file above it.
+for (@order) {
+	my ($folder, @ranks) = @$_;
+	my %rank;
+	for my $r (0 .. $#ranks) {
+		for my $f (split /,/, $ranks[$r]) {
+			die "layers: ORDER names $folder$f twice\n" if exists $rank{"$folder$f"};
+			$rank{"$folder$f"} = $r;
+		}
+	}
+	my @in = grep { /\.c$/ && index($_, $folder) == 0 && substr($_, length $folder) !~ m{/} } @files;
+	my (%def, %own);
+	for my $f (@in) {
+		unless (exists $rank{$f}) {
+			violation($f, 1, "$f is not ranked in ORDER's line for $folder: add it there, above every file it calls");
+			next;
+		}
+		while ($code{$f} =~ /^([^\n#;{}()]*[\w*][ \t]*)\n([A-Za-z_]\w*)\(([^;{}]*?)\)[^;{}()]*\{/mg) {
+			my ($type, $name) = ($1, $2);
+			next if $type =~ /^\s/ || $type =~ /^\s*(?:else|return|do)\b/;
+			$own{$f}{$name} = 1;
+			$def{$name} = $f unless $type =~ /\bstatic\b/;
+		}
+	}
+	for my $f (grep { exists $rank{$_} } @in) {
+		my $t = $code{$f};
+		my %seen;
+		while ($t =~ /\b([A-Za-z_]\w*)\b/g) {
+			my ($name, $pos) = ($1, $-[1]);
+			my $g = $def{$name};
+			next if !defined $g || $g eq $f || $own{$f}{$name} || $seen{$name}++;
+			next if $rank{$g} < $rank{$f};
+			my $how = $rank{$g} == $rank{$f} ? "a file of its own rank" : "a file above it";
+			violation($f, line_at($t, $pos), "$f (rank $rank{$f}) names $name() of $g (rank $rank{$g}): " .
+				"no file of $folder calls $how (ORDER)");
 		}
 	}
 }

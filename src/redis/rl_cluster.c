@@ -20,6 +20,11 @@
  * This file only routes; the engine that sends commands and follows the
  * redirects is rl_scripts.c (rl_run_cluster), the links are rl_conn.h's.
  *
+ * In redis/'s order (test/layers.sh's ORDER; rl_conn.c's banner) this
+ * file calls only the link below it (rl_connect.c, rl_roundtrip.c,
+ * rl_node.c), never rl_sentinel.c beside it: a failed node makes the map
+ * stale through rl_node.c's failure count, not a call from below.
+ *
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION

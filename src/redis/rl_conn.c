@@ -11,11 +11,15 @@
  * (rl_connect.c) and has a master the Sentinels named confirm its role.
  * rl_status()'s endpoint names the topology (rl_conn_status_endpoint).
  *
- * The files of the link, bottom first, each calling only the ones below
- * it (test/layers.sh checks it; src/README.md has the whole order):
- * rl_link.c (the bytes), rl_node.c (the nodes, the current node and its
- * failures), rl_roundtrip.c (round trips), rl_connect.c (opening a link),
- * rl_cluster.c and rl_sentinel.c (the topologies), then this file.
+ * The files of redis/, bottom first, each calling only the ones below it
+ * (test/layers.sh's ORDER checks it): rl_link.c (the bytes), rl_node.c
+ * (the nodes, the current node and its failures), rl_roundtrip.c (round
+ * trips), rl_connect.c (opening a link), rl_cluster.c and rl_sentinel.c
+ * (the topologies, which call neither each other), this file, then
+ * rl_scripts.c (the script calls) and rl_redis.c (the store's
+ * operations).  Where a lower file must tell a higher one something, it
+ * keeps a record the higher one reads: a failed node makes the slot map
+ * or the master stale through rl_node.c's failure count.
  *
  * Copyright (c) 2026, ratelimit developers
  *

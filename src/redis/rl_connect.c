@@ -17,6 +17,13 @@
  * array, and a peer that claims one must not make the backend allocate it
  * (the bound on bytes is checked as replies are read, rl_roundtrip.c).
  *
+ * The rule for what keeps the Redis password from a master that is not
+ * ours in sentinel mode (rl_sentinel_guard) lives here, where the
+ * password leaves; rl_sentinel.c applies it before asking a Sentinel.
+ * rl_node_open opens a node's link when it has none.  In redis/'s order
+ * (test/layers.sh's ORDER; rl_conn.c's banner) this file calls only
+ * rl_roundtrip.c, rl_node.c and rl_link.c below it.
+ *
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION

@@ -29,6 +29,9 @@
  * one name is checked on, and sent as SNI to, all of them, as a managed
  * service whose nodes share a certificate for one name needs.
  *
+ * In redis/'s order, bottom first (test/layers.sh's ORDER; rl_conn.c's
+ * banner), this file is the bottom: it calls no other file of redis/.
+ *
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION

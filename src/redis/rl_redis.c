@@ -21,6 +21,9 @@
  * of step) is an ERROR, raised here only, and the link is dropped: what
  * comes next on it cannot be trusted.
  *
+ * In redis/'s order (test/layers.sh's ORDER; rl_conn.c's banner) this
+ * file is the top: nothing in redis/ calls it.
+ *
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION

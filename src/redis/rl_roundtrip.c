@@ -17,6 +17,9 @@
  * connection: its reply is never read, and the command is never sent
  * again (rl_node.c's banner).
  *
+ * In redis/'s order (test/layers.sh's ORDER; rl_conn.c's banner) this
+ * file calls only rl_node.c (the failure record) and rl_link.c below it.
+ *
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION

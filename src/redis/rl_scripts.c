@@ -52,6 +52,9 @@
  * leaves a call without one unanswered, with the failure of the node it
  * went to (rl_scripts_call_node).
  *
+ * In redis/'s order (test/layers.sh's ORDER; rl_conn.c's banner) this
+ * file is above the link and both topologies, below rl_redis.c only.
+ *
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION

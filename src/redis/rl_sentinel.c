@@ -22,7 +22,12 @@
  * is ever sent twice.  Sentinels speak with their own credentials
  * (ratelimit.sentinel_username/sentinel_password); the Redis credentials
  * are the master's, and go to the address the Sentinels name only while
- * something vouches for it (rl_sentinel_guard).
+ * something vouches for it (rl_connect.c's rl_sentinel_guard).
+ *
+ * In redis/'s order (test/layers.sh's ORDER; rl_conn.c's banner) this
+ * file calls only the link below it (rl_connect.c, rl_roundtrip.c,
+ * rl_node.c), never rl_cluster.c beside it: a failure on the master makes
+ * it ask again through rl_node.c's failure count, not a call from below.
  *
  * Copyright (c) 2026, ratelimit developers
  *

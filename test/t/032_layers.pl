@@ -189,6 +189,18 @@ my @cases = (
 		"\nvoid\nrl_trigger_more(void)\n{\n}\n",
 		'trigger/rl_trigger.c (entry) defines rl_trigger_more(), declared in rl_postgrest.h:{L} (entry): a function of trigger/ declared outside it',
 		sub { append($_[0], 'rl_postgrest.h', "extern void rl_trigger_more(void);\n") } ],
+	[ 'a file of redis/ calls a file above it', 'redis/rl_link.c',
+		"static void *rl_up = (void *) rl_redis_call;\n",
+		'redis/rl_link.c (rank 0) names rl_redis_call() of redis/rl_redis.c (rank 7): no file of redis/ calls a file above it (ORDER)' ],
+	[ 'a file of redis/ calls a file of its own rank', 'redis/rl_cluster.c',
+		"static void *rl_peer = (void *) rl_sentinel_ask;\n",
+		'redis/rl_cluster.c (rank 4) names rl_sentinel_ask() of redis/rl_sentinel.c (rank 4): no file of redis/ calls a file of its own rank (ORDER)',
+		sub {
+			append($_[0], 'redis/rl_redis.h', "extern int rl_sentinel_ask(void);\n");
+			append($_[0], 'redis/rl_sentinel.c', "int\nrl_sentinel_ask(void)\n{\n\treturn 0;\n}\n");
+		} ],
+	[ 'a file of redis/ that ORDER does not rank', 'redis/rl_new.c', "#include \"rl_redis.h\"\n",
+		"redis/rl_new.c is not ranked in ORDER's line for redis/: add it there, above every file it calls" ],
 	[ 'a non-static function declared in no header', 'rl_engine.c',
 		"\nstatic int rl_helper(int n);\n\nint\nrl_helper(int n)\n{\n\treturn n;\n}\n",
 		'rl_engine.c (engine) defines rl_helper(), declared in no header: make it static or declare it in a header of its layer' ],
