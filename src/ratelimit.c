@@ -177,7 +177,7 @@ rl_reset(PG_FUNCTION_ARGS)
 	limiter.burst = rl_burst_arg(fcinfo, 4);
 	rl_check_limiter(&limiter);
 	key = rl_redis_key(key, keylen, &limiter);
-	PG_RETURN_BOOL(rl_engine_reset(&key, 1));
+	PG_RETURN_BOOL(rl_engine_reset(&key, &limiter, 1));
 }
 
 /*
@@ -231,7 +231,7 @@ rl_reset_policy(PG_FUNCTION_ARGS)
 	key = rl_check_key(PG_GETARG_TEXT_PP(0), &keylen);
 	rl_policy_get_text(PG_GETARG_TEXT_PP(1), &limiter);
 	key = rl_redis_key(key, keylen, &limiter);
-	PG_RETURN_BOOL(rl_engine_reset(&key, 1));
+	PG_RETURN_BOOL(rl_engine_reset(&key, &limiter, 1));
 }
 
 /*

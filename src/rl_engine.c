@@ -325,17 +325,21 @@ rl_engine_count_refusal(char *store_key, const RlLimiter *limiter)
 
 /*
  * Forgets limiters' state (rl_reset, rl_reset_layered) under the failure
- * policy's rule for resets.  Every backend's cached denials are dropped,
+ * policy's rule for resets; limiters[i] is store_keys[i]'s.  Every backend's cached denials are dropped,
  * whatever the outcome.
  */
 bool
-rl_engine_reset(char **store_keys, int n)
+rl_engine_reset(char **store_keys, const RlLimiter *limiters, int n)
 {
 	bool		existed = false;
+	bool		local = rl_failure_mode == RL_FAIL_LOCAL;
 
+	/* A policy answered by the local store has a copy there too. */
+	for (int i = 0; i < n && !local; i++)
+		local = limiters[i].failure_mode == RL_FAIL_LOCAL + 1;
 	PG_TRY();
 	{
-		existed = rl_policy_remove(rl_engine_store(), store_keys, n);
+		existed = rl_policy_remove(rl_engine_store(), store_keys, n, local);
 	}
 	PG_FINALLY();
 	{

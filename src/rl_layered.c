@@ -261,5 +261,5 @@ rl_reset_layered(PG_FUNCTION_ARGS)
 	rl_require_args(fcinfo, 2);
 	n = rl_parse_rules(PG_GETARG_ARRAYTYPE_P(1), limiters);
 	keys = rl_layered_keys(PG_GETARG_TEXT_PP(0), limiters, n);
-	PG_RETURN_BOOL(rl_engine_reset(keys, n));
+	PG_RETURN_BOOL(rl_engine_reset(keys, limiters, n));
 }

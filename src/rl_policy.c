@@ -17,8 +17,8 @@
  * - the counters of those answers (rl_status: fail_open, fail_closed,
  *   fail_local);
  * - rl_reset's rule: administrative, so a store that cannot forget the
- *   keys is an ERROR whatever the mode, and under failure_mode = local the
- *   local store's copy is forgotten too.
+ *   keys is an ERROR whatever the mode, and under failure_mode = local
+ *   (the server's, or a policy's) the local store's copy is forgotten too.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -260,21 +260,22 @@ rl_policy_answer(const RlStoreOps *store, RlCheck *checks, int n)
 }
 
 /*
- * rl_reset's rule: forgets the keys in store, and under failure_mode =
- * local in the local store too, so that a reset also holds while Redis is
- * away.  A store that cannot is an ERROR whatever the mode: a reset is
- * administrative, and a caller must not believe a limiter forgotten.
- * True if any key had state.
+ * rl_reset's rule: forgets the keys in store, and when local
+ * (failure_mode = local, the server's or a key's policy's) in the local
+ * store too, so that a reset also holds while Redis is away.  A store
+ * that cannot is an ERROR whatever the mode: a reset is administrative,
+ * and a caller must not believe a limiter forgotten.  True if any key
+ * had state in store.
  */
 bool
-rl_policy_remove(const RlStoreOps *store, char **keys, int n)
+rl_policy_remove(const RlStoreOps *store, char **keys, int n, bool local)
 {
 	RlFailure  *failure = NULL;
 	bool		existed = false;
 	bool		local_existed = false;
 	char		detail[600];
 
-	if (rl_failure_mode == RL_FAIL_LOCAL && store != &rl_local_store)
+	if (local && store != &rl_local_store)
 		(void) rl_local_store.remove(keys, n, &local_existed, &failure);
 	if (store->remove(keys, n, &existed, &failure))
 		return existed;
