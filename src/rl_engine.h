@@ -47,7 +47,8 @@ extern int	rl_engine_check_statement(char **store_keys,
 extern void rl_engine_count_refusal(char *store_key, const RlLimiter *limiter);
 
 /* Forgets limiters' state (rl_reset); true if any had one. */
-extern bool rl_engine_reset(char **store_keys, int n);
+extern bool rl_engine_reset(char **store_keys, const RlLimiter *limiters,
+							int n);
 
 /* rl_status(): what this backend knows of the Redis store. */
 extern void rl_engine_status(const char **endpoint, bool *connected,

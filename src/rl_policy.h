@@ -16,6 +16,7 @@
 #include "rl_store.h"
 
 extern void rl_policy_answer(const RlStoreOps *store, RlCheck *checks, int n);
-extern bool rl_policy_remove(const RlStoreOps *store, char **keys, int n);
+extern bool rl_policy_remove(const RlStoreOps *store, char **keys, int n,
+							 bool local);
 
 #endif							/* RL_POLICY_H */
