@@ -225,10 +225,12 @@ INSERT INTO pc_script VALUES
 	(29, 0, '"window" = ''2 min''', 2),
 	(30, 250, '"limit" = 1', 0);
 
--- Plays the script for algo on key k: by name (policy pol), or through
--- the parameter forms with the policy's parameters of each step (pol
--- NULL).  One line per step; mismatches are counted in pc_mismatch.
-CREATE FUNCTION pc_play(algo text, k text, pol text) RETURNS SETOF text
+-- Plays the script for algo on key k: by name (form 'name': rl_allow
+-- and rl_peek; 'many': rl_allow_many of k and another key; 'layered':
+-- rl_allow_layered and rl_peek_layered of the one policy), or through the
+-- parameter forms with the policy's parameters of each step ('params').
+-- One line per step; mismatches are counted in pc_mismatch.
+CREATE FUNCTION pc_play(algo text, k text, form text) RETURNS SETOF text
 LANGUAGE plpgsql AS $$
 DECLARE
 	st record;
@@ -240,6 +242,7 @@ DECLARE
 	exp numeric[];
 	mk text;
 	seen text[] := '{}';
+	pol text := 'pc.policy';
 BEGIN
 	DELETE FROM pc_state WHERE pc_state.k LIKE pc_play.k || '%';
 	DELETE FROM pc_log WHERE pc_log.k LIKE pc_play.k || '%';
@@ -248,6 +251,7 @@ BEGIN
 	VALUES ('pc.policy', algo, 5, '10 s');
 	PERFORM set_config('ratelimit.test_clock_ms', clock::text, false);
 	PERFORM rl_reset(k, 'pc.policy');
+	PERFORM rl_reset(k || ':2', 'pc.policy');
 	FOR st IN SELECT * FROM pc_script ORDER BY n LOOP
 		clock := clock + st.adv;
 		PERFORM set_config('ratelimit.test_clock_ms', clock::text, false);
@@ -258,12 +262,23 @@ BEGIN
 		SELECT * INTO p FROM rl_policies WHERE name = 'pc.policy';
 		cap := coalesce(p.burst, p."limit");
 		win := round(extract(epoch FROM p."window") * 1000000);
-		IF pol IS NOT NULL THEN
+		IF form = 'name' THEN
 			mk := k;
 			IF st.cost = 0 THEN
 				got := rl_peek(k, pol);
 			ELSE
 				got := rl_allow(k, pol, st.cost);
+			END IF;
+		ELSIF form = 'many' THEN
+			mk := k;
+			SELECT m.allowed, m.remaining, m.retry_after_ms, m.reset_after_ms INTO got
+			FROM rl_allow_many(ARRAY[k, k || ':2'], pol, st.cost) m WHERE m.key = k;
+		ELSIF form = 'layered' THEN
+			mk := k;
+			IF st.cost = 0 THEN
+				got := rl_peek_layered(k, ARRAY[pol]);
+			ELSE
+				got := rl_allow_layered(k, ARRAY[pol], st.cost);
 			END IF;
 		ELSE
 			-- The parameter forms: a limiter per parameter set.
@@ -300,20 +315,27 @@ END
 $$;
 
 -- By name, on Redis.
-SELECT pc_play('fixed_window', 'pc:fw', 'pc.policy');
-SELECT pc_play('sliding_log', 'pc:sl', 'pc.policy');
-SELECT pc_play('sliding_counter', 'pc:sc', 'pc.policy');
-SELECT pc_play('token_bucket', 'pc:tb', 'pc.policy');
-SELECT pc_play('leaky_bucket', 'pc:lb', 'pc.policy');
-SELECT pc_play('gcra', 'pc:gc', 'pc.policy');
+SELECT pc_play('fixed_window', 'pc:fw', 'name');
+SELECT pc_play('sliding_log', 'pc:sl', 'name');
+SELECT pc_play('sliding_counter', 'pc:sc', 'name');
+SELECT pc_play('token_bucket', 'pc:tb', 'name');
+SELECT pc_play('leaky_bucket', 'pc:lb', 'name');
+SELECT pc_play('gcra', 'pc:gc', 'name');
 -- The parameter forms: nothing carried, every parameter set its own
 -- limiter, as 0.4.0 answers.
-SELECT pc_play('fixed_window', 'pc:fw', NULL);
-SELECT pc_play('sliding_log', 'pc:sl', NULL);
-SELECT pc_play('sliding_counter', 'pc:sc', NULL);
-SELECT pc_play('token_bucket', 'pc:tb', NULL);
-SELECT pc_play('leaky_bucket', 'pc:lb', NULL);
-SELECT pc_play('gcra', 'pc:gc', NULL);
+SELECT pc_play('fixed_window', 'pc:fw', 'params');
+SELECT pc_play('sliding_log', 'pc:sl', 'params');
+SELECT pc_play('sliding_counter', 'pc:sc', 'params');
+SELECT pc_play('token_bucket', 'pc:tb', 'params');
+SELECT pc_play('leaky_bucket', 'pc:lb', 'params');
+SELECT pc_play('gcra', 'pc:gc', 'params');
+-- rl_allow_many (two keys: the batch form) and the layered calls of one
+-- policy play the same script: their steps and mismatches.
+SELECT a, f, count(*) AS steps, count(*) FILTER (WHERE l LIKE '%MISMATCH%') AS mismatches
+FROM unnest(ARRAY['fixed_window', 'sliding_log', 'sliding_counter', 'token_bucket',
+		'leaky_bucket', 'gcra']) a,
+	unnest(ARRAY['many', 'layered']) f, pc_play(a, 'pc:' || f || ':' || a, f) l
+GROUP BY a, f ORDER BY a, f;
 SELECT count(*) AS redis_mismatches FROM pc_mismatch;
 TRUNCATE pc_mismatch;
 
@@ -322,18 +344,23 @@ SET ratelimit.engine = local;
 SET ratelimit.redis_port = 1;
 SET ratelimit.redis_nodes = '127.0.0.1:1';
 SET ratelimit.failure_mode = error;
-SELECT pc_play('fixed_window', 'pc:fw', 'pc.policy');
-SELECT pc_play('sliding_log', 'pc:sl', 'pc.policy');
-SELECT pc_play('sliding_counter', 'pc:sc', 'pc.policy');
-SELECT pc_play('token_bucket', 'pc:tb', 'pc.policy');
-SELECT pc_play('leaky_bucket', 'pc:lb', 'pc.policy');
-SELECT pc_play('gcra', 'pc:gc', 'pc.policy');
-SELECT pc_play('fixed_window', 'pc:fw', NULL);
-SELECT pc_play('sliding_log', 'pc:sl', NULL);
-SELECT pc_play('sliding_counter', 'pc:sc', NULL);
-SELECT pc_play('token_bucket', 'pc:tb', NULL);
-SELECT pc_play('leaky_bucket', 'pc:lb', NULL);
-SELECT pc_play('gcra', 'pc:gc', NULL);
+SELECT pc_play('fixed_window', 'pc:fw', 'name');
+SELECT pc_play('sliding_log', 'pc:sl', 'name');
+SELECT pc_play('sliding_counter', 'pc:sc', 'name');
+SELECT pc_play('token_bucket', 'pc:tb', 'name');
+SELECT pc_play('leaky_bucket', 'pc:lb', 'name');
+SELECT pc_play('gcra', 'pc:gc', 'name');
+SELECT pc_play('fixed_window', 'pc:fw', 'params');
+SELECT pc_play('sliding_log', 'pc:sl', 'params');
+SELECT pc_play('sliding_counter', 'pc:sc', 'params');
+SELECT pc_play('token_bucket', 'pc:tb', 'params');
+SELECT pc_play('leaky_bucket', 'pc:lb', 'params');
+SELECT pc_play('gcra', 'pc:gc', 'params');
+SELECT a, f, count(*) AS steps, count(*) FILTER (WHERE l LIKE '%MISMATCH%') AS mismatches
+FROM unnest(ARRAY['fixed_window', 'sliding_log', 'sliding_counter', 'token_bucket',
+		'leaky_bucket', 'gcra']) a,
+	unnest(ARRAY['many', 'layered']) f, pc_play(a, 'pc:' || f || ':' || a, f) l
+GROUP BY a, f ORDER BY a, f;
 SELECT count(*) AS local_mismatches FROM pc_mismatch;
 
 DROP FUNCTION pc_play(text, text, text);
