@@ -15,6 +15,8 @@ OBJS = \
 	src/rl_cache.o \
 	src/rl_stats.o \
 	src/rl_stats_limiters.o \
+	src/rl_stats_policies.o \
+	src/rl_policies.o \
 	src/redis/rl_conn.o \
 	src/redis/rl_connect.o \
 	src/redis/rl_roundtrip.o \
@@ -56,7 +58,7 @@ SHLIB_LINK += -lhiredis -lssl -lcrypto
 
 # pg_regress suites; each needs a Redis server reachable through the
 # settings in the server's configuration (test/check.sh provides both).
-REGRESS = basic algorithms burst acquire errors settings local shadow stats batch layered triggers postgrest examples ping
+REGRESS = basic algorithms burst acquire errors settings local shadow stats batch layered triggers postgrest examples policies ping
 REGRESS_OPTS = --load-extension=ratelimit
 
 LUA_SCRIPTS = $(wildcard lua/*.lua)

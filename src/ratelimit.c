@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * ratelimit.c
- *	  SQL entry points: rl_allow, rl_peek, rl_reset, rl_status and rl_ping.
+ *	  SQL entry points: rl_allow, rl_peek, rl_reset, rl_status and rl_ping,
+ *	  with the forms of the first three by policy name (0.5.0).
  *
  * Each checks its arguments, hands the check to the engine and builds its
  * row (rl_result, rl_status); _PG_init defines the settings.  The check
@@ -30,6 +31,7 @@
 #include "rl_args.h"
 #include "rl_cache.h"
 #include "rl_engine.h"
+#include "rl_policies.h"
 #include "rl_stats.h"
 #include "trigger/rl_trigger.h"
 
@@ -41,6 +43,9 @@ PG_FUNCTION_INFO_V1(rl_allow);
 PG_FUNCTION_INFO_V1(rl_peek);
 PG_FUNCTION_INFO_V1(rl_reset);
 PG_FUNCTION_INFO_V1(rl_status);
+PG_FUNCTION_INFO_V1(rl_allow_policy);
+PG_FUNCTION_INFO_V1(rl_peek_policy);
+PG_FUNCTION_INFO_V1(rl_reset_policy);
 PG_FUNCTION_INFO_V1(rl_ping);
 
 /*
@@ -109,7 +114,7 @@ rl_result_desc(FunctionCallInfo fcinfo)
 static Datum
 rl_allow_internal(FunctionCallInfo fcinfo, int64 cost, int burstarg)
 {
-	RlLimiter	limiter;
+	RlLimiter	limiter = {0};
 	RlAnswer	answer;
 	char	   *key;
 	int			keylen;
@@ -156,7 +161,7 @@ rl_peek(PG_FUNCTION_ARGS)
 Datum
 rl_reset(PG_FUNCTION_ARGS)
 {
-	RlLimiter	limiter;
+	RlLimiter	limiter = {0};
 	char	   *key;
 	int			keylen;
 
@@ -173,6 +178,60 @@ rl_reset(PG_FUNCTION_ARGS)
 	limiter.window_us = rl_window_us(PG_GETARG_INTERVAL_P(3));
 	limiter.burst = rl_burst_arg(fcinfo, 4);
 	rl_check_limiter(&limiter);
+	key = rl_redis_key(key, keylen, &limiter);
+	PG_RETURN_BOOL(rl_engine_reset(&key, 1));
+}
+
+/*
+ * Shared by rl_allow and rl_peek by policy name: the policy's limiter
+ * (rl_policies.c), then the check the parameter forms make.
+ */
+static Datum
+rl_allow_policy_internal(FunctionCallInfo fcinfo, int64 cost)
+{
+	RlLimiter	limiter;
+	RlAnswer	answer;
+	char	   *key;
+	int			keylen;
+
+	key = rl_check_key(PG_GETARG_TEXT_PP(0), &keylen);
+	rl_policy_get_text(PG_GETARG_TEXT_PP(1), &limiter);
+	rl_check_cost(cost, &limiter);
+
+	rl_engine_check_keys(&limiter, &key, &keylen, &cost, 1, &answer);
+	return HeapTupleGetDatum(rl_answer_tuple(rl_result_desc(fcinfo), &answer));
+}
+
+/* rl_allow(key, policy, cost DEFAULT 1) RETURNS rl_result */
+Datum
+rl_allow_policy(PG_FUNCTION_ARGS)
+{
+	rl_require_args(fcinfo, 3);
+	return rl_allow_policy_internal(fcinfo, PG_GETARG_INT64(2));
+}
+
+/* rl_peek(key, policy) RETURNS rl_result: cost 0. */
+Datum
+rl_peek_policy(PG_FUNCTION_ARGS)
+{
+	rl_require_args(fcinfo, 2);
+	return rl_allow_policy_internal(fcinfo, 0);
+}
+
+/*
+ * rl_reset(key, policy) RETURNS boolean: forgets the key's state under
+ * the policy, whatever its parameters (they do not name its limiter).
+ */
+Datum
+rl_reset_policy(PG_FUNCTION_ARGS)
+{
+	RlLimiter	limiter;
+	char	   *key;
+	int			keylen;
+
+	rl_require_args(fcinfo, 2);
+	key = rl_check_key(PG_GETARG_TEXT_PP(0), &keylen);
+	rl_policy_get_text(PG_GETARG_TEXT_PP(1), &limiter);
 	key = rl_redis_key(key, keylen, &limiter);
 	PG_RETURN_BOOL(rl_engine_reset(&key, 1));
 }

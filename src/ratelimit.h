@@ -87,6 +87,19 @@ typedef struct RlLimiter
 	 * forms, whose keys name their parameters.
 	 */
 	bool		carry;
+
+	/*
+	 * A named policy's per-policy settings (rl_policies.c), all zero for
+	 * the parameter forms: name is the policy's (its store key is
+	 * rl_redis_key's policy form); policy is the policy's slot in
+	 * rl_stats_policies, from 1 (0: none, or not counted); shadow is the
+	 * policy's enforce off; failure_mode is the policy's failure mode plus
+	 * one (0: ratelimit.failure_mode).
+	 */
+	const char *name;
+	int			policy;
+	bool		shadow;
+	int			failure_mode;
 } RlLimiter;
 
 /* The most one call can ask for: the burst where one is set, else the limit. */
@@ -168,5 +181,10 @@ typedef struct RlCounters
 #define RL_ERRCODE_RATE_LIMITED	MAKE_SQLSTATE('P','T','4','2','9')
 /* SQLSTATE through which PostgREST takes status and headers from an error. */
 #define RL_ERRCODE_POSTGREST	MAKE_SQLSTATE('P','G','R','S','T')
+/* SQLSTATE of a call naming a policy rl_policies does not have. */
+#define RL_ERRCODE_NO_POLICY	MAKE_SQLSTATE('R','L','4','0','4')
+
+/* A policy's name: 1 to this many bytes of [A-Za-z0-9_.:-]. */
+#define RL_MAX_POLICY_NAME	63
 
 #endif							/* RATELIMIT_H */

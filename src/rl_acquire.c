@@ -157,7 +157,7 @@ rl_acquire_loop(const RlLimiter *limiter, char *key, int keylen, int64 cost,
 Datum
 rl_acquire(PG_FUNCTION_ARGS)
 {
-	RlLimiter	limiter;
+	RlLimiter	limiter = {0};
 	RlAnswer	answer;
 	char	   *key;
 	int			keylen;

@@ -19,6 +19,7 @@
 
 #include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -267,6 +268,67 @@ rl_check_cost(int64 cost, const RlLimiter *limiter)
 				 errdetail("A call that costs more than the limit can never be allowed.")));
 }
 
+/*
+ * A policy's name goes into store keys and trigger arguments, so it is
+ * kept to letters, digits and "_.:-": nothing to escape, no "/" (the
+ * policy key's separator), no "=" or "," (a trigger's argument).
+ */
+bool
+rl_policy_name_ok(const char *name, int len)
+{
+	if (len < 1 || len > RL_MAX_POLICY_NAME)
+		return false;
+	for (int i = 0; i < len; i++)
+	{
+		char		c = name[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			  (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
+			  c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* A policy's name as rl_policies takes it: an ERROR when it breaks the rule. */
+void
+rl_check_policy_name(const char *name, int len)
+{
+	if (!rl_policy_name_ok(name, len))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid rate limit policy name \"%s%s\"",
+						pnstrdup(name, pg_mbcliplen(name, len,
+													Min(len, RL_MAX_POLICY_NAME + 1))),
+						len > RL_MAX_POLICY_NAME + 1 ? "..." : ""),
+				 errdetail("A policy name is 1 to %d bytes of letters, digits, \"_\", \".\", \":\" and \"-\".",
+						   RL_MAX_POLICY_NAME)));
+}
+
+/*
+ * A policy's failure_mode, spelled as ratelimit.failure_mode's values;
+ * returns the RlFailureMode.
+ */
+int
+rl_parse_failure_mode(const char *mode)
+{
+	static const char *const modes[] = {"open", "closed", "error", "local"};
+
+	StaticAssertStmt(RL_FAIL_OPEN == 0 && RL_FAIL_CLOSED == 1 &&
+					 RL_FAIL_ERROR == 2 && RL_FAIL_LOCAL == 3,
+					 "failure modes out of order");
+	for (int i = 0; i < lengthof(modes); i++)
+	{
+		if (strcmp(mode, modes[i]) == 0)
+			return i;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid failure_mode \"%s\"", mode),
+			 errhint("Valid failure modes are open, closed, error and local, or null for ratelimit.failure_mode.")));
+	pg_unreachable();
+}
+
 /* Returns the key's bytes after checking its length. */
 char *
 rl_check_key(text *key, int *len)
@@ -282,6 +344,95 @@ rl_check_key(text *key, int *len)
 				 errmsg("rate limit key must be at most %d bytes", RL_MAX_KEY_BYTES),
 				 errhint("Hash long keys, for example with md5(), before passing them.")));
 	return VARDATA_ANY(key);
+}
+
+/*
+ * Writes "<prefix>{<database>:<escaped key>}" at out (sized by the caller:
+ * prefix + 12 + keylen * 3 + 2) and returns the end.  Sized exactly and
+ * written with memcpy: every call builds at least one key, and a
+ * statement trigger builds a thousand.
+ */
+static char *
+rl_key_tag(char *p, const char *key, int keylen)
+{
+	int			prefixlen = strlen(rl_key_prefix);
+
+	memcpy(p, rl_key_prefix, prefixlen);
+	p += prefixlen;
+	*p++ = '{';
+	if (rl_isolate_databases)
+		p += pg_ultoa_n(MyDatabaseId, p);
+	else
+	{
+		memcpy(p, "all", 3);
+		p += 3;
+	}
+	*p++ = ':';
+	for (int i = 0; i < keylen; i++)
+	{
+		if (key[i] == '%')
+		{
+			memcpy(p, "%25", 3);
+			p += 3;
+		}
+		else if (key[i] == '}')
+		{
+			memcpy(p, "%7D", 3);
+			p += 3;
+		}
+		else
+			*p++ = key[i];
+	}
+	*p++ = '}';
+	return p;
+}
+
+/* The bytes rl_key_tag writes for key, at most. */
+static int
+rl_key_tag_size(const char *key, int keylen)
+{
+	int			special = 0;
+
+	for (int i = 0; i < keylen; i++)
+		special += (key[i] == '%' || key[i] == '}');
+	return strlen(rl_key_prefix) + 12 + keylen + 2 * special + 2;
+}
+
+/*
+ * The store key of a named policy's limiter (0.5.0):
+ *
+ *		<prefix>{<database oid>:<escaped key>}:policy:<name>/<algorithm>
+ *
+ * The key's tag is the parameter forms' (rl_redis_key), so a layered
+ * check mixing both stays in one hash slot.  What follows the tag names
+ * the policy and its algorithm, never the limit, window or burst, so a
+ * change of those keeps the state (the store carries it over: RlLimiter.
+ * carry); a change of algorithm starts afresh under another key.  It
+ * cannot spell a parameter form's key, whose part after the tag starts
+ * with an algorithm's name, and "/" is in no policy's name, so no two
+ * policies (or suffixes a store adds) share one.
+ */
+static char *
+rl_policy_key(const char *key, int keylen, const char *policy,
+			  RlAlgorithm algorithm)
+{
+	const char *algoname = rl_algorithm_name(algorithm);
+	int			algolen = strlen(algoname);
+	int			namelen = strlen(policy);
+	char	   *out;
+	char	   *p;
+
+	out = palloc(rl_key_tag_size(key, keylen) + 10 + namelen + algolen + 2);
+	p = rl_key_tag(out, key, keylen);
+	memcpy(p, ":policy:", 8);
+	p += 8;
+	memcpy(p, policy, namelen);
+	p += namelen;
+	*p++ = '/';
+	memcpy(p, algoname, algolen);
+	p += algolen;
+	*p = '\0';
+	return out;
 }
 
 /*
@@ -310,47 +461,14 @@ char *
 rl_redis_key(const char *key, int keylen, const RlLimiter *limiter)
 {
 	const char *algorithm = rl_algorithm_name(limiter->algorithm);
-	int			prefixlen = strlen(rl_key_prefix);
 	int			algolen = strlen(algorithm);
-	int			special = 0;
 	char	   *out;
 	char	   *p;
 
-	/*
-	 * Sized exactly and written with memcpy: every call builds at least
-	 * one key, and a statement trigger builds a thousand.
-	 */
-	for (int i = 0; i < keylen; i++)
-		special += (key[i] == '%' || key[i] == '}');
-	out = palloc(prefixlen + 12 + keylen + 2 * special + 2 + algolen + 64);
-	p = out;
-	memcpy(p, rl_key_prefix, prefixlen);
-	p += prefixlen;
-	*p++ = '{';
-	if (rl_isolate_databases)
-		p += pg_ultoa_n(MyDatabaseId, p);
-	else
-	{
-		memcpy(p, "all", 3);
-		p += 3;
-	}
-	*p++ = ':';
-	for (int i = 0; i < keylen; i++)
-	{
-		if (key[i] == '%')
-		{
-			memcpy(p, "%25", 3);
-			p += 3;
-		}
-		else if (key[i] == '}')
-		{
-			memcpy(p, "%7D", 3);
-			p += 3;
-		}
-		else
-			*p++ = key[i];
-	}
-	*p++ = '}';
+	if (limiter->name != NULL)
+		return rl_policy_key(key, keylen, limiter->name, limiter->algorithm);
+	out = palloc(rl_key_tag_size(key, keylen) + algolen + 64);
+	p = rl_key_tag(out, key, keylen);
 	*p++ = ':';
 	memcpy(p, algorithm, algolen);
 	p += algolen;

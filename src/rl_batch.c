@@ -104,7 +104,7 @@ Datum
 rl_allow_many(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	RlLimiter	limiter;
+	RlLimiter	limiter = {0};
 	Datum	   *keys;
 	int			n;
 	char	  **keyptrs;

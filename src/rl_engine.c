@@ -18,7 +18,12 @@
  *	3. the failure policy (rl_policy.c) answers what the store left;
  *	4. the counters (rl_status, rl_stats), the statistics per limiter of a
  *	   denial (rl_stats_limiters) and the deny cache's new entries;
- *	5. shadow mode (ratelimit.enforce off): a denial is let through.
+ *	5. shadow mode (ratelimit.enforce off, or the check's policies'
+ *	   enforce false): a denial is let through.
+ *
+ * A named policy's limiter (rl_policies.c) carries its policy's enforce
+ * and failure_mode, which steps 3 and 5 obey per check (RlCheck), and
+ * its slot in rl_stats_policies, which step 4 counts.
  *
  * No entry point reads ratelimit.engine or redis_mode: the store is
  * chosen here, and its topology is its own (RlStoreOps.partition).
@@ -76,6 +81,8 @@ rl_engine_ask(RlCheck *checks, int n, RlWaitWork work, bool *cached)
 		c->answered = false;
 		c->failure = NULL;
 		c->tightest = 0;
+		c->failure_mode = rl_check_failure_mode(c, rl_failure_mode);
+		c->failed_over = false;
 		cached[i] = rl_engine_cacheable(c) &&
 			rl_cache_lookup(c->keys[0], &c->limiters[0], c->costs[0],
 							&c->answer);
@@ -127,6 +134,8 @@ rl_engine_settle(RlCheck *checks, int n, const bool *cached, bool remember)
 		RlCheck    *c = &checks[i];
 		RlAnswer   *a = &c->answer;
 
+		bool		shadow;
+
 		if (cached != NULL && cached[i])
 		{
 			rl_counters.cached++;
@@ -151,7 +160,9 @@ rl_engine_settle(RlCheck *checks, int n, const bool *cached, bool remember)
 		 * caller is let through, with nothing to wait for; remaining and
 		 * reset_after_ms stay the store's, to tell how close the key is.
 		 */
-		if (!rl_enforce && !a->allowed)
+		shadow = !a->allowed && rl_check_shadow(c, rl_enforce);
+		rl_stats_policy_check(c, shadow);
+		if (shadow)
 		{
 			rl_counters.shadow_denied++;
 			a->allowed = true;
@@ -229,7 +240,12 @@ rl_engine_check_rules(char **store_keys, const RlLimiter *limiters,
 		c.uniform = limiters[i].algorithm == limiters[0].algorithm &&
 			limiters[i].limit == limiters[0].limit &&
 			limiters[i].window_us == limiters[0].window_us &&
-			limiters[i].burst == limiters[0].burst;
+			limiters[i].burst == limiters[0].burst &&
+			limiters[i].name == limiters[0].name &&
+			limiters[i].policy == limiters[0].policy &&
+			limiters[i].shadow == limiters[0].shadow &&
+			limiters[i].failure_mode == limiters[0].failure_mode &&
+			limiters[i].carry == limiters[0].carry;
 	rl_counters.calls++;
 	rl_engine_run(&c, 1, NULL);
 	*answer = c.answer;

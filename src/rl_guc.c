@@ -55,6 +55,7 @@ char	   *rl_key_prefix = NULL;
 bool		rl_enforce = true;
 bool		rl_stats_enabled = true;
 int			rl_stats_max_limiters = 1000;
+int			rl_max_policies = 1000;
 bool		rl_isolate_databases = true;
 int			rl_trusted_proxy_hops = 1;
 int			rl_ipv6_prefix = 64;
@@ -761,6 +762,20 @@ rl_define_settings(void)
 								"Number of limiters rl_stats_limiters keeps.",
 								"When the table is full, the 5% of limiters with the fewest denials are dropped to make room.",
 								&rl_stats_max_limiters,
+								1000,
+								10,
+								100000,
+								PGC_POSTMASTER,
+								0,
+								NULL,
+								NULL,
+								NULL);
+
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("ratelimit.max_policies",
+								"Number of policies rl_stats_policies counts.",
+								"Each database's policies take a slot at their first call; when every slot is taken, further policies work but are not counted.",
+								&rl_max_policies,
 								1000,
 								10,
 								100000,

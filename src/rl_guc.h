@@ -42,6 +42,7 @@ extern bool rl_isolate_databases;
 extern bool rl_enforce;
 extern bool rl_stats_enabled;
 extern int	rl_stats_max_limiters;
+extern int	rl_max_policies;
 extern int	rl_trusted_proxy_hops;
 extern int	rl_ipv6_prefix;
 extern double rl_test_clock_ms;

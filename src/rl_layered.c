@@ -153,7 +153,7 @@ rl_layered_keys(text *key, const RlLimiter *limiters, int n)
 static Datum
 rl_layered_internal(FunctionCallInfo fcinfo, int64 cost)
 {
-	RlLimiter	limiters[RL_MAX_RULES];
+	RlLimiter	limiters[RL_MAX_RULES] = {0};
 	int64		costs[RL_MAX_RULES];
 	char	  **keys;
 	int			n;
@@ -215,7 +215,7 @@ rl_peek_layered(PG_FUNCTION_ARGS)
 Datum
 rl_reset_layered(PG_FUNCTION_ARGS)
 {
-	RlLimiter	limiters[RL_MAX_RULES];
+	RlLimiter	limiters[RL_MAX_RULES] = {0};
 	char	  **keys;
 	int			n;
 

@@ -46,15 +46,29 @@
  * the calls that need room.
  */
 static const char *
-rl_policy_words(const RlFailure *failure)
+rl_policy_words(const RlFailure *failure, RlFailureMode mode)
 {
-	if (failure->reason == RL_FAILED_FULL && rl_failure_mode == RL_FAIL_LOCAL)
+	if (failure->reason == RL_FAILED_FULL && mode == RL_FAIL_LOCAL)
 		return failure->log_full ?
 			"calls that need more room are denied" :
 			"calls that need a new entry are denied";
-	if (!rl_enforce && rl_failure_mode != RL_FAIL_ERROR)
+	if (!rl_enforce && mode != RL_FAIL_ERROR)
 		return "calls are let through (ratelimit.enforce is off)";
-	switch (rl_failure_mode)
+	if (mode != rl_failure_mode)
+	{
+		switch (mode)
+		{
+			case RL_FAIL_OPEN:
+				return "calls are let through (their policy's failure_mode is \"open\")";
+			case RL_FAIL_CLOSED:
+				return "calls are denied (their policy's failure_mode is \"closed\")";
+			case RL_FAIL_LOCAL:
+				return "calls are answered by this server's local engine (their policy's failure_mode is \"local\")";
+			default:
+				return "calls raise an error (their policy's failure_mode is \"error\")";
+		}
+	}
+	switch (mode)
 	{
 		case RL_FAIL_OPEN:
 			return "calls are let through (ratelimit.failure_mode is \"open\")";
@@ -80,7 +94,7 @@ rl_policy_detail(const RlFailure *failure, char *buf, size_t len)
  * how many were not reported.
  */
 static void
-rl_policy_warn(RlFailure *failure)
+rl_policy_warn(RlFailure *failure, RlFailureMode mode)
 {
 	TimestampTz now;
 	char		detail[600];
@@ -103,7 +117,7 @@ rl_policy_warn(RlFailure *failure)
 		ereport(WARNING,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("%s is full; %s", failure->setting,
-						rl_policy_words(failure)),
+						rl_policy_words(failure, mode)),
 				 errdetail_internal("%s", detail),
 				 failure->unwarned > 0 ?
 				 errhint("%lld further refusals were not reported. Raise %s (a restart is needed).",
@@ -117,9 +131,9 @@ rl_policy_warn(RlFailure *failure)
 				 failure->setting != NULL ?
 				 errmsg("ratelimit cannot use %s: check %s; %s",
 						failure->subject, failure->setting,
-						rl_policy_words(failure)) :
+						rl_policy_words(failure, mode)) :
 				 errmsg("%s is unavailable; %s", failure->subject,
-						rl_policy_words(failure)),
+						rl_policy_words(failure, mode)),
 				 errdetail_internal("%s", detail),
 				 failure->unwarned > 0 ?
 				 errhint("%lld further failures were not reported; see rl_status().",
@@ -130,7 +144,7 @@ rl_policy_warn(RlFailure *failure)
 
 /* failure_mode = error: the call fails, saying why. */
 static void
-rl_policy_raise(const RlFailure *failure)
+rl_policy_raise(const RlFailure *failure, bool by_policy)
 {
 	char		detail[600];
 
@@ -145,6 +159,8 @@ rl_policy_raise(const RlFailure *failure)
 			(errcode(ERRCODE_CONNECTION_FAILURE),
 			 errmsg("%s is unavailable", failure->subject),
 			 errdetail_internal("%s", detail),
+			 by_policy ?
+			 errhint("The policy's failure_mode is \"error\"; set it to \"open\" or \"closed\" in rl_policies to answer without Redis.") :
 			 errhint("ratelimit.failure_mode is \"error\"; set it to \"open\" or \"closed\" to answer without Redis.")));
 }
 
@@ -161,7 +177,7 @@ rl_policy_fixed(RlCheck *check, TimestampTz retry_at)
 	answer->remaining = 0;
 	answer->reset_after_ms = 0;
 	check->tightest = -1;
-	if (rl_failure_mode == RL_FAIL_OPEN)
+	if (check->failure_mode == RL_FAIL_OPEN)
 	{
 		rl_counters.fail_open++;
 		answer->allowed = true;
@@ -194,36 +210,42 @@ rl_policy_answer(const RlStoreOps *store, RlCheck *checks, int n)
 	{
 		if (checks[i].answered)
 			continue;
-		rl_policy_warn(checks[i].failure);
+		rl_policy_warn(checks[i].failure, checks[i].failure_mode);
 		retry_at[i] = checks[i].failure->retry_at;
 	}
 	for (int i = 0; i < n; i++)
 	{
-		if (!checks[i].answered && rl_failure_mode == RL_FAIL_ERROR)
-			rl_policy_raise(checks[i].failure);
+		if (!checks[i].answered && checks[i].failure_mode == RL_FAIL_ERROR)
+		{
+			rl_stats_policy_error(&checks[i]);
+			rl_policy_raise(checks[i].failure,
+							rl_failure_mode != RL_FAIL_ERROR);
+		}
 	}
 
 	/* failure_mode = local: what Redis left, the local store answers. */
-	if (rl_failure_mode == RL_FAIL_LOCAL && store != &rl_local_store)
+	if (store != &rl_local_store)
 	{
 		local = palloc(sizeof(RlCheck) * n);
 		which = palloc(sizeof(int) * n);
 		for (int i = 0; i < n; i++)
 		{
-			if (checks[i].answered)
+			if (checks[i].answered || checks[i].failure_mode != RL_FAIL_LOCAL)
 				continue;
 			local[m] = checks[i];
 			which[m++] = i;
 		}
-		rl_local_store.check(local, m, NULL);
+		if (m > 0)
+			rl_local_store.check(local, m, NULL);
 		for (int k = 0; k < m; k++)
 		{
 			if (!local[k].answered)
 			{
-				rl_policy_warn(local[k].failure);
+				rl_policy_warn(local[k].failure, local[k].failure_mode);
 				continue;
 			}
 			rl_counters.fail_local++;
+			local[k].failed_over = true;
 			checks[which[k]] = local[k];
 		}
 	}
@@ -256,7 +278,7 @@ rl_policy_remove(const RlStoreOps *store, char **keys, int n)
 		(void) rl_local_store.remove(keys, n, &local_existed, &failure);
 	if (store->remove(keys, n, &existed, &failure))
 		return existed;
-	rl_policy_warn(failure);
+	rl_policy_warn(failure, rl_failure_mode);
 	rl_policy_detail(failure, detail, sizeof(detail));
 	ereport(ERROR,
 			(errcode(ERRCODE_CONNECTION_FAILURE),

@@ -410,7 +410,7 @@ rl_request_identity(void)
 Datum
 rl_postgrest_guard(PG_FUNCTION_ARGS)
 {
-	RlLimiter	limiter;
+	RlLimiter	limiter = {0};
 	RlAnswer	answer;
 	char	   *key;
 	int			keylen;

@@ -114,6 +114,7 @@ rl_stats_shmem_request(void)
 	RequestAddinShmemSpace(rl_stats_struct_size());
 	RequestNamedLWLockTranche("ratelimit_stats", 1);
 	rl_stats_limiters_request();
+	rl_stats_policies_request();
 }
 
 /* Lays out shared memory once; every backend inherits the pointers. */
@@ -137,6 +138,7 @@ rl_stats_shmem_startup(void)
 	rl_stats_slots = (char *) CACHELINEALIGN((char *) rl_stats_shared +
 											 sizeof(RlStatsShared));
 	rl_stats_limiters_startup();
+	rl_stats_policies_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -426,5 +428,6 @@ rl_stats_reset(PG_FUNCTION_ARGS)
 	rl_stats_shared->stats_reset = GetCurrentTimestamp();
 	LWLockRelease(rl_stats_shared->lock);
 	rl_stats_limiters_reset();
+	rl_stats_policies_reset();
 	PG_RETURN_VOID();
 }

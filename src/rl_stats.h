@@ -48,4 +48,13 @@ extern void rl_stats_limiters_attach(void);
 extern void rl_stats_limiters_counts(int64 *entries, int64 *evicted);
 extern void rl_stats_limiters_reset(void);
 
+/* Per named policy (rl_stats_policies.c) */
+struct RlCheck;
+extern int	rl_stats_policy_slot(const char *name);
+extern void rl_stats_policy_check(const struct RlCheck *check, bool shadow);
+extern void rl_stats_policy_error(const struct RlCheck *check);
+extern void rl_stats_policies_request(void);
+extern void rl_stats_policies_startup(void);
+extern void rl_stats_policies_reset(void);
+
 #endif							/* RL_STATS_H */

@@ -77,6 +77,14 @@ typedef struct RlCheck
 	bool		rules;
 	bool		check_only;		/* consume nothing (uniform rules only) */
 
+	/*
+	 * What the failure policy answers it with when the store cannot: the
+	 * policies' failure_mode, else ratelimit.failure_mode (set by the
+	 * engine from the limiters: rl_check_failure_mode).
+	 */
+	RlFailureMode failure_mode;
+	bool		failed_over;	/* answered by the local store for Redis */
+
 	/* The store's answer. */
 	bool		answered;
 	RlAnswer	answer;
@@ -88,6 +96,49 @@ static inline const RlLimiter *
 rl_check_limiter_of(const RlCheck *check, int rule)
 {
 	return check->uniform ? &check->limiters[0] : &check->limiters[rule];
+}
+
+/*
+ * The failure mode of a check: its policies' (RlLimiter.failure_mode),
+ * the strictest when its rules' policies differ (error, then closed,
+ * local, open), a rule of no policy counting as ratelimit.failure_mode.
+ */
+static inline RlFailureMode
+rl_check_failure_mode(const RlCheck *check, int server_mode)
+{
+	static const int strictness[] = {0, 2, 3, 1};	/* open closed error local */
+	int			n = check->uniform ? 1 : check->nrules;
+	int			mode = -1;
+
+	for (int i = 0; i < n; i++)
+	{
+		int			m = check->limiters[i].failure_mode > 0 ?
+			check->limiters[i].failure_mode - 1 : server_mode;
+
+		if (mode < 0 || strictness[m] > strictness[mode])
+			mode = m;
+	}
+	return mode < 0 ? (RlFailureMode) server_mode : (RlFailureMode) mode;
+}
+
+/*
+ * Whether a check's denial is let through: ratelimit.enforce off, or
+ * every rule's policy in shadow mode (enforce false).  A rule of no
+ * policy, or of an enforced one, keeps the check enforced.
+ */
+static inline bool
+rl_check_shadow(const RlCheck *check, bool server_enforce)
+{
+	int			n = check->uniform ? 1 : check->nrules;
+
+	if (!server_enforce)
+		return true;
+	for (int i = 0; i < n; i++)
+	{
+		if (!check->limiters[i].shadow)
+			return false;
+	}
+	return n > 0;
 }
 
 /* Work to do while a store waits on the network (the trigger's WAL flush). */

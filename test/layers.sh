@@ -42,6 +42,8 @@ rl_guc.c                    leaf
 rl_args.[ch]                service
 rl_stats.[ch]               service
 rl_stats_limiters.c         service
+rl_stats_policies.c         service
+rl_policies.[ch]            service
 rl_cache.[ch]               service
 rl_store.h                  store-interface
 redis/rl_scripts_gen.h      redis
