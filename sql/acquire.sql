@@ -31,7 +31,7 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
-SELECT pg_get_function_arguments('rl_acquire'::regproc) AS rl_acquire;
+SELECT pg_get_function_arguments('rl_acquire(text,text,bigint,interval,bigint,interval,bigint)'::regprocedure) AS rl_acquire;
 SELECT has_function_privilege('public',
 	'rl_acquire(text, text, bigint, interval, bigint, interval, bigint)',
 	'EXECUTE') AS public_may_call;

@@ -22,9 +22,9 @@ FROM (VALUES ('user:42', 'sliding_log', 100, '1 minute'), ('user:42', 'gcra', 10
 			 ('basic:rows2', 'sliding_log', 7, '1 minute')) v(k, a, l, w);
 
 -- The signature and the result type.
-SELECT pg_get_function_arguments('rl_allow'::regproc) AS rl_allow,
-	   pg_get_function_arguments('rl_peek'::regproc) AS rl_peek,
-	   pg_get_function_arguments('rl_reset'::regproc) AS rl_reset;
+SELECT pg_get_function_arguments('rl_allow(text,text,bigint,interval,bigint,bigint)'::regprocedure) AS rl_allow,
+	   pg_get_function_arguments('rl_peek(text,text,bigint,interval,bigint)'::regprocedure) AS rl_peek,
+	   pg_get_function_arguments('rl_reset(text,text,bigint,interval,bigint)'::regprocedure) AS rl_reset;
 SELECT attname, format_type(atttypid, atttypmod)
 FROM pg_attribute
 WHERE attrelid = 'rl_result'::regclass AND attnum > 0

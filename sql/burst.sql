@@ -53,9 +53,9 @@ END
 $$;
 
 -- The parameter, by name: rl_allow(key, algo, limit, window, burst => 5).
-SELECT pg_get_function_arguments('rl_allow'::regproc) AS rl_allow;
-SELECT pg_get_function_arguments('rl_peek'::regproc) AS rl_peek;
-SELECT pg_get_function_arguments('rl_postgrest_guard'::regproc) AS guard;
+SELECT pg_get_function_arguments('rl_allow(text,text,bigint,interval,bigint,bigint)'::regprocedure) AS rl_allow;
+SELECT pg_get_function_arguments('rl_peek(text,text,bigint,interval,bigint)'::regprocedure) AS rl_peek;
+SELECT pg_get_function_arguments('rl_postgrest_guard(text,bigint,interval,text,bigint)'::regprocedure) AS guard;
 SELECT p.oid::regprocedure AS rl_allow_many
 FROM pg_proc p WHERE proname = 'rl_allow_many' ORDER BY 1::text;
 SELECT attrelid::regclass, attname, format_type(atttypid, atttypmod)

@@ -69,6 +69,87 @@ REVOKE EXECUTE ON FUNCTION
 	rl_reset(text, text)
 FROM PUBLIC;
 
+-- Batches by policy name.  A NULL or quoted third argument fits both
+-- cost forms: cast it (NULL::bigint), as with the parameter forms.
+CREATE FUNCTION rl_allow_many(keys text[], policy text, cost bigint DEFAULT 1)
+RETURNS TABLE(key text, allowed boolean, remaining bigint,
+			  retry_after_ms bigint, reset_after_ms bigint)
+AS 'MODULE_PATHNAME', 'rl_allow_many_policy'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+CREATE FUNCTION rl_allow_many(keys text[], policy text, costs bigint[])
+RETURNS TABLE(key text, allowed boolean, remaining bigint,
+			  retry_after_ms bigint, reset_after_ms bigint)
+AS 'MODULE_PATHNAME', 'rl_allow_many_policy'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+-- rl_acquire by policy name: max_wait first and required, so that a call
+-- with a number or an interval in third or fourth place cannot mean the
+-- parameter form rl_acquire(key, algo, limit, window).
+CREATE FUNCTION rl_acquire(key text, policy text, max_wait interval,
+						   cost bigint DEFAULT 1)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_acquire_policy'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Layered checks over policies: each policy once, all admit or none is
+-- charged.
+CREATE FUNCTION rl_allow_layered(key text, policies text[], cost bigint DEFAULT 1)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_allow_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_peek_layered(key text, policies text[])
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_peek_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_reset_layered(key text, policies text[])
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_reset_layered'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- PostgREST by policy name; the RateLimit fields name the policy.
+CREATE FUNCTION rl_postgrest_guard(policy text, key text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rl_postgrest_guard_policy'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The triggers take 'policy=NAME' in place of algo, limit and window:
+-- key columns, 'policy=NAME'[, on_deny[, cost column]].
+
+-- Statistics per policy: this database's policies called since the
+-- server started (ratelimit.max_policies of them at most, in all
+-- databases), with the counts since then or rl_stats_reset().
+CREATE FUNCTION rl_stats_policies(
+	OUT policy text,
+	OUT calls bigint,
+	OUT allowed bigint,
+	OUT denied bigint,
+	OUT shadow_denied bigint,
+	OUT fail_open bigint,
+	OUT fail_closed bigint,
+	OUT fail_error bigint,
+	OUT fail_local bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_stats_policies'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE VIEW rl_stats_policies AS SELECT * FROM rl_stats_policies();
+
+REVOKE EXECUTE ON FUNCTION
+	rl_allow_many(text[], text, bigint),
+	rl_allow_many(text[], text, bigint[]),
+	rl_acquire(text, text, interval, bigint),
+	rl_allow_layered(text, text[], bigint),
+	rl_peek_layered(text, text[]),
+	rl_reset_layered(text, text[]),
+	rl_postgrest_guard(text, text),
+	rl_stats_policies()
+FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION rl_stats_policies() TO pg_monitor;
+GRANT SELECT ON rl_stats_policies TO pg_monitor;
+
 -- rl_ping: the verification step (issue 27)
 --
 -- Connects now and has each Redis server answer (standalone: the server;

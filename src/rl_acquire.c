@@ -44,6 +44,7 @@
 
 #include "rl_args.h"
 #include "rl_engine.h"
+#include "rl_policies.h"
 #include "rl_postgrest.h"
 #include "rl_stats.h"
 
@@ -51,6 +52,10 @@
 #define RL_MAX_WAIT_US	(INT64CONST(3600) * USECS_PER_SEC)
 
 PG_FUNCTION_INFO_V1(rl_acquire);
+PG_FUNCTION_INFO_V1(rl_acquire_policy);
+
+static Datum rl_acquire_run(FunctionCallInfo fcinfo, const RlLimiter *limiter,
+							char *key, int keylen, int64 cost, int64 wait_us);
 
 /* max_wait in microseconds: 0 (one check) up to an hour. */
 static int64
@@ -158,13 +163,10 @@ Datum
 rl_acquire(PG_FUNCTION_ARGS)
 {
 	RlLimiter	limiter = {0};
-	RlAnswer	answer;
 	char	   *key;
 	int			keylen;
 	int64		cost;
 	int64		wait_us;
-	double		clock = rl_test_clock_ms;
-	TupleDesc	desc;
 
 	rl_require_args(fcinfo, 6);
 	key = rl_check_key(PG_GETARG_TEXT_PP(0), &keylen);
@@ -176,10 +178,48 @@ rl_acquire(PG_FUNCTION_ARGS)
 	cost = PG_GETARG_INT64(4);
 	rl_check_cost(cost, &limiter);
 	wait_us = rl_max_wait_us(PG_GETARG_INTERVAL_P(5));
+	return rl_acquire_run(fcinfo, &limiter, key, keylen, cost, wait_us);
+}
+
+/*
+ * rl_acquire(key, policy, max_wait, cost DEFAULT 1) RETURNS rl_result
+ *
+ * By policy name (rl_policies).  max_wait comes before cost and has no
+ * default: the parameter form's four arguments are (text, text, bigint,
+ * interval), so a call with a number or an interval in third or fourth
+ * place picks one form; only two untyped literals there (a quoted
+ * string, NULL) fit both, and must be cast.
+ */
+Datum
+rl_acquire_policy(PG_FUNCTION_ARGS)
+{
+	RlLimiter	limiter;
+	char	   *key;
+	int			keylen;
+	int64		cost;
+	int64		wait_us;
+
+	rl_require_args(fcinfo, 4);
+	key = rl_check_key(PG_GETARG_TEXT_PP(0), &keylen);
+	rl_policy_get_text(PG_GETARG_TEXT_PP(1), &limiter);
+	wait_us = rl_max_wait_us(PG_GETARG_INTERVAL_P(2));
+	cost = PG_GETARG_INT64(3);
+	rl_check_cost(cost, &limiter);
+	return rl_acquire_run(fcinfo, &limiter, key, keylen, cost, wait_us);
+}
+
+/* The wait, the pinned clock put back whatever happens, and the row. */
+static Datum
+rl_acquire_run(FunctionCallInfo fcinfo, const RlLimiter *limiter, char *key,
+			   int keylen, int64 cost, int64 wait_us)
+{
+	RlAnswer	answer;
+	double		clock = rl_test_clock_ms;
+	TupleDesc	desc;
 
 	PG_TRY();
 	{
-		rl_acquire_loop(&limiter, key, keylen, cost, wait_us, &answer);
+		rl_acquire_loop(limiter, key, keylen, cost, wait_us, &answer);
 	}
 	PG_FINALLY();
 	{

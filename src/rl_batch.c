@@ -30,6 +30,7 @@
 
 #include "rl_args.h"
 #include "rl_engine.h"
+#include "rl_policies.h"
 #include "rl_postgrest.h"
 #include "rl_stats.h"
 
@@ -52,6 +53,7 @@
 #define RL_MAX_BATCH	100000
 
 PG_FUNCTION_INFO_V1(rl_allow_many);
+PG_FUNCTION_INFO_V1(rl_allow_many_policy);
 
 /* An array argument's elements, at most RL_MAX_BATCH of them. */
 static Datum *
@@ -69,15 +71,15 @@ rl_batch_elements(FunctionCallInfo fcinfo, int argno, const char *what,
 	return elems;
 }
 
-/* True when this call is the overload with one cost per key. */
+/* True when this call is the overload with one cost per key (at argno). */
 static bool
-rl_has_cost_array(FunctionCallInfo fcinfo)
+rl_has_cost_array(FunctionCallInfo fcinfo, int argno)
 {
 	Oid		   *argtypes;
 	int			nargs;
 
 	get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
-	return nargs >= 5 && argtypes[4] == INT8ARRAYOID;
+	return nargs > argno && argtypes[argno] == INT8ARRAYOID;
 }
 
 /*
@@ -100,20 +102,15 @@ rl_element_context(void *arg)
 	errcontext("element %d of the keys argument", *(int *) arg);
 }
 
+static Datum rl_allow_many_run(FunctionCallInfo fcinfo, Datum *keys, int n,
+								const RlLimiter *limiter, int costarg);
+
 Datum
 rl_allow_many(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	RlLimiter	limiter = {0};
 	Datum	   *keys;
 	int			n;
-	char	  **keyptrs;
-	int		   *keylens;
-	int64	   *costs;
-	RlAnswer   *answers;
-	int			element = 0;
-	ErrorContextCallback context;
-	MemoryContext chunk;
 
 	rl_require_args(fcinfo, 5);
 	keys = rl_batch_elements(fcinfo, 0, "keys", &n);
@@ -122,12 +119,50 @@ rl_allow_many(PG_FUNCTION_ARGS)
 	limiter.window_us = rl_window_us(PG_GETARG_INTERVAL_P(3));
 	limiter.burst = rl_burst_arg(fcinfo, 5);
 	rl_check_limiter(&limiter);
+	return rl_allow_many_run(fcinfo, keys, n, &limiter, 4);
+}
+
+/*
+ * rl_allow_many(keys text[], policy text, cost bigint DEFAULT 1)
+ * rl_allow_many(keys text[], policy text, costs bigint[])
+ *
+ * By policy name (rl_policies); what the parameter forms return.
+ */
+Datum
+rl_allow_many_policy(PG_FUNCTION_ARGS)
+{
+	RlLimiter	limiter;
+	Datum	   *keys;
+	int			n;
+
+	rl_require_args(fcinfo, 3);
+	keys = rl_batch_elements(fcinfo, 0, "keys", &n);
+	rl_policy_get_text(PG_GETARG_TEXT_PP(1), &limiter);
+	return rl_allow_many_run(fcinfo, keys, n, &limiter, 2);
+}
+
+/*
+ * The batch of n keys against limiter, each key costing the argument
+ * costarg (a bigint, or a bigint[] of one cost per key).
+ */
+static Datum
+rl_allow_many_run(FunctionCallInfo fcinfo, Datum *keys, int n,
+				  const RlLimiter *limiter, int costarg)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	  **keyptrs;
+	int		   *keylens;
+	int64	   *costs;
+	RlAnswer   *answers;
+	int			element = 0;
+	ErrorContextCallback context;
+	MemoryContext chunk;
 
 	costs = palloc(sizeof(int64) * Max(n, 1));
-	if (rl_has_cost_array(fcinfo))
+	if (rl_has_cost_array(fcinfo, costarg))
 	{
 		int			ncosts;
-		Datum	   *c = rl_batch_elements(fcinfo, 4, "costs", &ncosts);
+		Datum	   *c = rl_batch_elements(fcinfo, costarg, "costs", &ncosts);
 
 		if (ncosts != n)
 			ereport(ERROR,
@@ -140,7 +175,7 @@ rl_allow_many(PG_FUNCTION_ARGS)
 	else
 	{
 		for (int i = 0; i < n; i++)
-			costs[i] = PG_GETARG_INT64(4);
+			costs[i] = PG_GETARG_INT64(costarg);
 	}
 
 	keyptrs = palloc(sizeof(char *) * Max(n, 1));
@@ -153,7 +188,7 @@ rl_allow_many(PG_FUNCTION_ARGS)
 	{
 		element = i + 1;
 		keyptrs[i] = rl_check_key(DatumGetTextPP(keys[i]), &keylens[i]);
-		rl_check_cost(costs[i], &limiter);
+		rl_check_cost(costs[i], limiter);
 	}
 	error_context_stack = context.previous;
 
@@ -174,7 +209,7 @@ rl_allow_many(PG_FUNCTION_ARGS)
 		MemoryContext old = MemoryContextSwitchTo(chunk);
 
 		CHECK_FOR_INTERRUPTS();
-		rl_engine_check_keys(&limiter, keyptrs + i, keylens + i, costs + i,
+		rl_engine_check_keys(limiter, keyptrs + i, keylens + i, costs + i,
 							 Min(RL_BATCH_CHUNK, n - i), answers + i);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(chunk);

@@ -35,6 +35,7 @@
 
 #include "rl_args.h"
 #include "rl_engine.h"
+#include "rl_policies.h"
 #include "rl_postgrest.h"
 #include "rl_stats.h"
 
@@ -53,6 +54,42 @@ rl_rule_context(void *arg)
 }
 
 /*
+ * Reads a text[] argument of policy names (0.5.0) into limiters: each
+ * rule a policy of rl_policies (rl_policies.c), named once.
+ */
+static int
+rl_parse_policies(ArrayType *arr, RlLimiter *limiters)
+{
+	Datum	   *elems;
+	int			n;
+
+	elems = rl_array_elements(arr, "policies", &n);
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("at least one policy is required")));
+	if (n > RL_MAX_RULES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("at most %d policies can be layered, not %d",
+						RL_MAX_RULES, n)));
+	for (int i = 0; i < n; i++)
+	{
+		rl_policy_get_text(DatumGetTextPP(elems[i]), &limiters[i]);
+		for (int j = 0; j < i; j++)
+		{
+			if (strcmp(limiters[j].name, limiters[i].name) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("policies %d and %d are the same policy \"%s\"",
+								j + 1, i + 1, limiters[i].name),
+						 errdetail("A layered call takes each policy once.")));
+		}
+	}
+	return n;
+}
+
+/*
  * Reads an rl_rule[] or rl_burst_rule[] argument into limiters, checking each rule as
  * rl_allow checks its arguments.  Two rules of one algorithm and window
  * are an error rather than a surprise: two equal rules would be one
@@ -67,6 +104,8 @@ rl_parse_rules(ArrayType *arr, RlLimiter *limiters)
 	int			nfields;
 	ErrorContextCallback context;
 
+	if (ARR_ELEMTYPE(arr) == TEXTOID)
+		return rl_parse_policies(arr, limiters);
 	elems = rl_array_elements(arr, "rules", &n);
 	if (n == 0)
 		ereport(ERROR,

@@ -44,9 +44,14 @@
 
 #include "rl_args.h"
 #include "rl_engine.h"
+#include "rl_policies.h"
 #include "rl_postgrest.h"
 
 PG_FUNCTION_INFO_V1(rl_postgrest_guard);
+PG_FUNCTION_INFO_V1(rl_postgrest_guard_policy);
+
+static Datum rl_postgrest_guard_run(FunctionCallInfo fcinfo,
+									const RlLimiter *limiter, int keyarg);
 
 /*
  * PostgREST leaves its request settings as '' (not unset) once a request
@@ -122,12 +127,22 @@ rl_json_member(StringInfo buf, bool first, const char *name, const char *value)
 	escape_json(buf, value);
 }
 
+/*
+ * The name of the quota in the RateLimit fields: a named policy's name
+ * (letters, digits and "_.:-", nothing to escape), else "default".
+ */
+static const char *
+rl_quota_name(const RlLimiter *limiter)
+{
+	return limiter->name != NULL ? limiter->name : "default";
+}
+
 /* The IETF RateLimit-Policy field: quota q per w seconds (rounded up). */
 static char *
 rl_policy_field(const RlLimiter *limiter)
 {
-	return psprintf("\"default\";q=" INT64_FORMAT ";w=" INT64_FORMAT,
-					limiter->limit,
+	return psprintf("\"%s\";q=" INT64_FORMAT ";w=" INT64_FORMAT,
+					rl_quota_name(limiter), limiter->limit,
 					rl_seconds_up((limiter->window_us + 999) / 1000));
 }
 
@@ -165,7 +180,8 @@ rl_raise_postgrest(const char *message, const char *details, const char *hint,
 	rl_json_member(&detail, true, "Retry-After", retry);
 	if (answer->known)
 		rl_json_member(&detail, false, "RateLimit",
-					   psprintf("\"default\";r=0;t=%s", retry));
+					   psprintf("\"%s\";r=0;t=%s", rl_quota_name(limiter),
+								retry));
 	rl_json_member(&detail, false, "RateLimit-Policy", rl_policy_field(limiter));
 	appendStringInfoString(&detail, "}}");
 
@@ -204,7 +220,8 @@ rl_add_response_headers(const RlAnswer *answer, const RlLimiter *limiter)
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "[{");
 	rl_json_member(&buf, true, "RateLimit",
-				   psprintf("\"default\";r=" INT64_FORMAT ";t=" INT64_FORMAT,
+				   psprintf("\"%s\";r=" INT64_FORMAT ";t=" INT64_FORMAT,
+							rl_quota_name(limiter),
 							answer->remaining,
 							rl_seconds_up(answer->reset_after_ms)));
 	appendStringInfoString(&buf, "},{");
@@ -411,10 +428,6 @@ Datum
 rl_postgrest_guard(PG_FUNCTION_ARGS)
 {
 	RlLimiter	limiter = {0};
-	RlAnswer	answer;
-	char	   *key;
-	int			keylen;
-	int64		cost = 1;
 
 	rl_require_args(fcinfo, 3);
 	limiter.algorithm = rl_parse_algorithm(PG_GETARG_TEXT_PP(0));
@@ -422,7 +435,35 @@ rl_postgrest_guard(PG_FUNCTION_ARGS)
 	limiter.window_us = rl_window_us(PG_GETARG_INTERVAL_P(2));
 	limiter.burst = rl_burst_arg(fcinfo, 4);
 	rl_check_limiter(&limiter);
-	if (PG_ARGISNULL(3))
+	return rl_postgrest_guard_run(fcinfo, &limiter, 3);
+}
+
+/*
+ * rl_postgrest_guard(policy, key DEFAULT NULL) RETURNS void
+ *
+ * By policy name (rl_policies); the RateLimit fields name the policy.
+ */
+Datum
+rl_postgrest_guard_policy(PG_FUNCTION_ARGS)
+{
+	RlLimiter	limiter;
+
+	rl_require_args(fcinfo, 1);
+	rl_policy_get_text(PG_GETARG_TEXT_PP(0), &limiter);
+	return rl_postgrest_guard_run(fcinfo, &limiter, 1);
+}
+
+/* The guard's check of one request against limiter; the key at keyarg. */
+static Datum
+rl_postgrest_guard_run(FunctionCallInfo fcinfo, const RlLimiter *limiter,
+					   int keyarg)
+{
+	RlAnswer	answer;
+	char	   *key;
+	int			keylen;
+	int64		cost = 1;
+
+	if (PG_NARGS() <= keyarg || PG_ARGISNULL(keyarg))
 	{
 		key = rl_request_identity();
 		keylen = strlen(key);
@@ -434,25 +475,25 @@ rl_postgrest_guard(PG_FUNCTION_ARGS)
 					 errhint("Pass a shorter key, for example md5() of the identity.")));
 	}
 	else
-		key = rl_check_key(PG_GETARG_TEXT_PP(3), &keylen);
+		key = rl_check_key(PG_GETARG_TEXT_PP(keyarg), &keylen);
 
-	rl_engine_check_keys(&limiter, &key, &keylen, &cost, 1, &answer);
+	rl_engine_check_keys(limiter, &key, &keylen, &cost, 1, &answer);
 
 	if (!answer.allowed)
 		rl_raise_postgrest("Rate limit exceeded",
-						   limiter.burst > 0 ?
+						   limiter->burst > 0 ?
 						   psprintf("At most " INT64_FORMAT " requests per %s are allowed, in bursts of up to " INT64_FORMAT ".",
-									limiter.limit, rl_window_text(limiter.window_us),
-									limiter.burst) :
+									limiter->limit, rl_window_text(limiter->window_us),
+									limiter->burst) :
 						   psprintf("At most " INT64_FORMAT " requests per %s are allowed.",
-									limiter.limit, rl_window_text(limiter.window_us)),
+									limiter->limit, rl_window_text(limiter->window_us)),
 						   psprintf("Retry after %s.",
 									rl_seconds_up(answer.retry_after_ms) <= 1 ?
 									"1 second" :
 									psprintf(INT64_FORMAT " seconds",
 											 rl_seconds_up(answer.retry_after_ms))),
-						   &answer, &limiter);
+						   &answer, limiter);
 	if (answer.known)
-		rl_add_response_headers(&answer, &limiter);
+		rl_add_response_headers(&answer, limiter);
 	PG_RETURN_VOID();
 }

@@ -228,7 +228,7 @@ rl_group_too_big(RlTriggerConf *conf, RlGroup *group)
 	 * its limit (no sum can overflow) and rl_check_groups counts it as the
 	 * denial it is, without sending it.
 	 */
-	if (!rl_enforce)
+	if (!rl_enforce || conf->limiter.shadow)
 	{
 		group->cost = rl_capacity(&conf->limiter) + 1;
 		return;

@@ -78,6 +78,7 @@
 #include "utils/varlena.h"
 
 #include "rl_engine.h"
+#include "rl_policies.h"
 #include "rl_trigger.h"
 
 PG_FUNCTION_INFO_V1(rl_throttle);
@@ -85,6 +86,8 @@ PG_FUNCTION_INFO_V1(rl_throttle);
 /* The usage line every argument error ends with. */
 #define RL_TRIGGER_USAGE \
 	"The arguments are: key columns, algorithm, limit, window[, on_deny (raise or skip)[, cost column]][, burst=N]."
+#define RL_TRIGGER_POLICY_USAGE \
+	"With a policy, the arguments are: key columns, policy=NAME[, on_deny (raise or skip)[, cost column]]."
 
 static rl_noreturn void rl_bad_argument(TriggerData *trigdata, int argno,
 										const char *problem);
@@ -355,6 +358,8 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	char	   *end;
 	int			i;
 	int			nargs;
+	int			ondeny_arg = 4;	/* from 0: on_deny, then the cost column */
+	bool		policy;
 	Oid			owner;
 
 	if (conf != NULL && conf->tgoid == trigger->tgoid)
@@ -381,13 +386,28 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 											 get_rel_name(owner));
 
 	/*
-	 * A last argument "burst=N" sets the capacity (token_bucket,
-	 * leaky_bucket, gcra); the ones before it keep their places.
+	 * "policy=NAME" in second place names a policy of rl_policies (0.5.0)
+	 * in place of algorithm, limit and window; on_deny and the cost column
+	 * follow it.  Otherwise a last argument "burst=N" sets the capacity
+	 * (token_bucket, leaky_bucket, gcra); the ones before it keep their
+	 * places.
 	 */
 	nargs = trigger->tgnargs;
-	if (nargs >= 5 && strncmp(args[nargs - 1], "burst=", 6) == 0)
+	policy = nargs >= 2 && strncmp(args[1], "policy=", 7) == 0;
+	if (policy)
+	{
+		if (nargs > 4)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("trigger \"%s\" on table \"%s\" has %d arguments with \"policy=\", not 2 to 4",
+							trigger->tgname, RelationGetRelationName(rel),
+							nargs),
+					 errhint(RL_TRIGGER_POLICY_USAGE)));
+		ondeny_arg = 2;
+	}
+	else if (nargs >= 5 && strncmp(args[nargs - 1], "burst=", 6) == 0)
 		nargs--;
-	if (nargs < 4 || nargs > 6)
+	if (!policy && (nargs < 4 || nargs > 6))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 nargs < trigger->tgnargs ?
@@ -434,52 +454,61 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 		i++;
 	}
 
+	/* 2: the policy's limiter, as the calls by name find it. */
+	if (policy)
+		rl_policy_get(args[1] + 7, strlen(args[1] + 7), &conf->limiter);
+
 	/* 2 to 4: the limiter, checked as rl_allow checks its arguments. */
-	conf->limiter.algorithm = rl_parse_algorithm(cstring_to_text(args[1]));
-	errno = 0;
-	conf->limiter.limit = strtoi64(args[2], &end, 10);
-	if (errno != 0 || end == args[2] || *end != '\0')
-		rl_bad_argument(trigdata, 3,
-						psprintf("limit \"%s\" is not a whole number", args[2]));
-	conf->limiter.window_us = rl_parse_window(trigdata, args[3]);
-	if (nargs < trigger->tgnargs)
+	else
 	{
-		const char *text = args[nargs] + 6;
-
+		conf->limiter.algorithm = rl_parse_algorithm(cstring_to_text(args[1]));
 		errno = 0;
-		conf->limiter.burst = strtoi64(text, &end, 10);
-		if (errno != 0 || end == text || *end != '\0' ||
-			conf->limiter.burst < 1)
-			rl_bad_argument(trigdata, nargs + 1,
-							psprintf("burst \"%s\" is not a whole number of at least 1",
-									 text));
-	}
-	rl_check_limiter(&conf->limiter);
+		conf->limiter.limit = strtoi64(args[2], &end, 10);
+		if (errno != 0 || end == args[2] || *end != '\0')
+			rl_bad_argument(trigdata, 3,
+							psprintf("limit \"%s\" is not a whole number", args[2]));
+		conf->limiter.window_us = rl_parse_window(trigdata, args[3]);
+		if (nargs < trigger->tgnargs)
+		{
+			const char *text = args[nargs] + 6;
 
-	/* 5: on_deny */
-	if (nargs >= 5)
+			errno = 0;
+			conf->limiter.burst = strtoi64(text, &end, 10);
+			if (errno != 0 || end == text || *end != '\0' ||
+				conf->limiter.burst < 1)
+				rl_bad_argument(trigdata, nargs + 1,
+								psprintf("burst \"%s\" is not a whole number of at least 1",
+										 text));
+		}
+		rl_check_limiter(&conf->limiter);
+	}
+
+	/* 5 (3 after a policy): on_deny */
+	if (nargs > ondeny_arg)
 	{
-		if (strcmp(args[4], "skip") == 0)
+		if (strcmp(args[ondeny_arg], "skip") == 0)
 			conf->skip = true;
-		else if (strcmp(args[4], "raise") != 0)
-			rl_bad_argument(trigdata, 5,
+		else if (strcmp(args[ondeny_arg], "raise") != 0)
+			rl_bad_argument(trigdata, ondeny_arg + 1,
 							psprintf("on_deny must be \"raise\" or \"skip\", not \"%s\"",
-									 args[4]));
+									 args[ondeny_arg]));
 	}
 
-	/* 6: cost column, of an integer type */
-	if (nargs >= 6)
+	/* 6 (4 after a policy): cost column, of an integer type */
+	if (nargs > ondeny_arg + 1)
 	{
-		conf->costname = pstrdup(args[5]);
-		conf->costcol = rl_find_column(trigdata, 6, args[5]);
-		conf->privcost = get_attnum(owner, args[5]);
-		rl_refuse_generated(trigdata, args[5], conf->costcol);
+		const char *costarg = args[ondeny_arg + 1];
+
+		conf->costname = pstrdup(costarg);
+		conf->costcol = rl_find_column(trigdata, ondeny_arg + 2, costarg);
+		conf->privcost = get_attnum(owner, costarg);
+		rl_refuse_generated(trigdata, costarg, conf->costcol);
 		conf->costtype = TupleDescAttr(RelationGetDescr(rel), conf->costcol - 1)->atttypid;
 		if (conf->costtype != INT2OID && conf->costtype != INT4OID &&
 			conf->costtype != INT8OID)
-			rl_bad_argument(trigdata, 6,
+			rl_bad_argument(trigdata, ondeny_arg + 2,
 							psprintf("cost column \"%s\" must be of type smallint, integer or bigint",
-									 args[5]));
+									 costarg));
 	}
 
 	error_context_stack = context.previous;
@@ -590,6 +619,7 @@ rl_trigger_conf_copy(const RlTriggerConf *conf, MemoryContext cxt)
 		copy->forms[i] = conf->forms[i];
 	}
 	copy->costname = conf->costname ? pstrdup(conf->costname) : NULL;
+	copy->limiter.name = conf->limiter.name ? pstrdup(conf->limiter.name) : NULL;
 	copy->statement = NULL;
 	MemoryContextSwitchTo(old);
 	return copy;

@@ -16,8 +16,8 @@
 #
 # RL_BENCH_ONLY may also list sections by name: c1 (1.), tables (2.),
 # algos (3.), many (4.), layered, triggers (5.), flood (6.), down (7.),
-# memory (8.), latency (9.), stats, sentinel, tls, redis_time, cluster,
-# local, and instr (test/bench/instr.sh, only when named); only the
+# memory (8.), latency (9.), policies, stats, sentinel, tls, redis_time,
+# cluster, local, and instr (test/bench/instr.sh, only when named); only the
 # targets whose figures were measured are printed.
 # test/bench/ab.sh runs this script for two builds in turns (A/B).
 #
@@ -656,6 +656,24 @@ for c in 1 8; do
 done
 fi
 
+# Named policies (issue 24): rl_allow(key, policy) beside the parameter
+# form on the same hot key, at c=1, every call a round trip (deny cache
+# off), in five interleaved slices.  The policy cache must add no round
+# trip and no catalog read: the target is 0.97.
+if want policies; then
+echo "10. rl_allow by policy name beside the parameter form, hot c=1 tcp (5 interleaved slices)"
+rl_psql bench -q -c "INSERT INTO rl_policies (name, algo, \"limit\", \"window\")
+	VALUES ('bench.tb', 'token_bucket', 100, '1 second') ON CONFLICT (name) DO NOTHING" || exit 1
+script tb-hot-policy <<< "SELECT allowed FROM rl_allow('hot', 'bench.tb');"
+declare -A PS
+for _ in 1 2 3 4 5; do
+	PS[param]+="$(tps tb-hot 1 "$slice" "$OFF") "
+	PS[policy]+="$(tps tb-hot-policy 1 "$slice" "$OFF") "
+done
+record "rl_allow token_bucket hot c=1 tcp (beside policy)" "$(m "${PS[param]}")" tps
+record "rl_allow by policy token_bucket hot c=1 tcp" "$(m "${PS[policy]}")" tps
+fi
+
 want stats && stats_section
 
 if want sentinel; then
@@ -719,6 +737,9 @@ info "COPY time: plain / rl_throttle_statement, row + statement" \
 	"${R[copy 100000 rows, no trigger]}" "${R[copy 100000 rows, rl_throttle_statement, row + statement]}"
 ratio "rl_allow with Redis down / SELECT 1, c=1" \
 	"${R[rl_allow redis down c=1]}" "${R[select1 c=1 beside the down case]}" 0.8
+ratio "rl_allow(key, policy) / rl_allow(key, algo, limit, window), hot c=1 tcp" \
+	"${R[rl_allow by policy token_bucket hot c=1 tcp]}" \
+	"${R[rl_allow token_bucket hot c=1 tcp (beside policy)]}" 0.97
 stats_ratios
 # The Redis Cluster cases (test/bench/cluster.sh, runnable alone); its
 # rows and ratios go to the same results file.

@@ -46,6 +46,12 @@ my %grants = (
 			TO regress_rl_009_app;
 		GRANT EXECUTE ON FUNCTION rl_peek(text, text, bigint, interval)
 			TO regress_rl_009_app WITH GRANT OPTION;},
+	'0.4.0' => q{
+		GRANT EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint, bigint),
+			rl_allow_many(text[], text, bigint, interval, bigint[], bigint)
+			TO regress_rl_009_app;
+		GRANT EXECUTE ON FUNCTION rl_peek(text, text, bigint, interval, bigint)
+			TO regress_rl_009_app WITH GRANT OPTION;},
 	'0.3.0' => q{
 		GRANT EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint, bigint),
 			rl_allow_many(text[], text, bigint, interval, bigint[], bigint)
@@ -55,6 +61,13 @@ my %grants = (
 	reset_old => q{GRANT EXECUTE ON FUNCTION rl_reset(text, text) TO regress_rl_009_app;},
 	reset_new => q{GRANT EXECUTE ON FUNCTION rl_reset(text, text, bigint, interval, bigint)
 			TO regress_rl_009_app;},
+	# 0.5.0's calls by policy name, granted after the update as on a fresh
+	# install, with a policy to call.
+	policy => q{
+		GRANT EXECUTE ON FUNCTION rl_allow(text, text, bigint), rl_peek(text, text)
+			TO regress_rl_009_app;
+		INSERT INTO rl_policies (name, algo, "limit", "window")
+			VALUES ('upgrade.009', 'gcra', 5, '1 minute');},
 	new => q{
 		GRANT EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint, bigint),
 			rl_allow_many(text[], text, bigint, interval, bigint[], bigint)
@@ -66,6 +79,7 @@ $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('fresh', 'CREATE EXTENSION ratelimit');
 $node->safe_psql('fresh', $grants{new});
 $node->safe_psql('fresh', $grants{reset_new});
+$node->safe_psql('fresh', $grants{policy});
 like($node->safe_psql_dump('fresh'),
 	qr/GRANT ALL ON FUNCTION public\.rl_allow\(key text, algo text, "limit" bigint, "window" interval, cost bigint, burst bigint\) TO regress_rl_009_app;/,
 	'the schema dump shows the grant on rl_allow, so the comparison sees it');
@@ -79,8 +93,9 @@ for my $old (grep { $_ ne $current } @versions)
 	$node->safe_psql('postgres', qq{CREATE DATABASE "$db"});
 	$node->safe_psql($db, "CREATE EXTENSION ratelimit VERSION '$old'");
 	$node->safe_psql($db, $grants{$old} // $grants{old});
-	$node->safe_psql($db, $grants{reset_old});
+	$node->safe_psql($db, $old eq '0.4.0' ? $grants{reset_new} : $grants{reset_old});
 	$node->safe_psql($db, 'ALTER EXTENSION ratelimit UPDATE');
+	$node->safe_psql($db, $grants{policy});
 	is($node->safe_psql($db,
 			"SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'"),
 		$current, "$old updated to $current");
@@ -122,6 +137,17 @@ for my $old (grep { $_ ne $current } @versions)
 				has_function_privilege('regress_rl_009_app',
 				'rl_allow_many(text[], text, bigint, interval, bigint, bigint)', 'EXECUTE')"),
 		't|t|t|f', "$old + UPDATE: the grants on rl_allow, rl_peek and rl_allow_many survive, no more");
+	is($node->safe_psql($db,
+			"SELECT has_function_privilege('regress_rl_009_app',
+				'rl_allow(text, text, bigint)', 'EXECUTE'),
+				has_function_privilege('public', 'rl_allow(text, text, bigint)', 'EXECUTE'),
+				has_table_privilege('public', 'rl_policies', 'SELECT'),
+				has_table_privilege('regress_rl_009_app', 'rl_policies', 'INSERT')"),
+		't|f|t|f', "$old + UPDATE: rl_allow by name as granted, rl_policies readable by all, written by none");
+	is($node->safe_psql($db,
+			"SET ROLE regress_rl_009_app;
+			 SELECT allowed, remaining FROM rl_allow('upgrade-009-app', 'upgrade.009')"),
+		't|4', "$old + UPDATE: the application role calls rl_allow by policy name");
 	is($node->safe_psql($db,
 			"SELECT has_function_privilege('regress_rl_009_app',
 				'rl_reset(text, text, bigint, interval, bigint)', 'EXECUTE')"),
@@ -294,6 +320,11 @@ sub safe_psql_dump
 		next if $line =~ /^\\(un)?restrict /;
 		# OIDs and LSNs that pg_upgrade would carry over.
 		next if $line =~ /binary_upgrade_set_next_/;
+		# The configuration table's OID, its (and its TOAST table's) frozen
+		# transaction IDs.
+		$line =~ s/(binary_upgrade_create_empty_extension\(.*?, ')\{[0-9,]*\}'/$1\{oids\}'/;
+		$line =~ s/^SET relfrozenxid = '\d+', relminmxid = '\d+'$/SET relfrozenxid = xid, relminmxid = mxid/;
+		$line =~ s/^WHERE oid = '\d+';$/WHERE oid = oid;/;
 		next if $line =~ /pg_catalog\.set_config\('search_path'/;
 		next if $line =~ /^\s*$/;
 		push @keep, $line;
