@@ -5,6 +5,9 @@
 --   ARGV     limit, window (us), cost, pinned clock (us, 0 = Redis TIME)
 --            [, burst: the capacity of token_bucket, leaky_bucket and
 --            gcra; absent, the limit]
+--            [, 'c': a named policy's limiter, whose state is carried
+--            over a change of its parameters (common.lua); the burst is
+--            then always sent]
 -- Reply: {allowed 0/1, remaining, retry_after_ms, reset_after_ms}.
 -- The build appends "return rl_allow(KEYS, ARGV, <algorithm>)".
 
@@ -17,5 +20,6 @@ local function rl_allow(keys, argv, algorithm)
   return {rl_one(keys[1], cost,
                  algorithm(keys[1], limit, tonumber(argv[2]), cost,
                            rl_clock(argv[4]),
-                           argv[5] and tonumber(argv[5]) or limit))}
+                           argv[5] and tonumber(argv[5]) or limit,
+                           argv[6] == 'c'))}
 end

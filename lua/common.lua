@@ -107,6 +107,54 @@ local function rl_state(a, b, c)
   return struct.pack('<Bddd', 1, a, b, c)
 end
 
+-- A named policy's limiter (0.5.0, "carry") keeps its state across a
+-- change of the policy's limit, window or burst (doc/algorithms.md, "When
+-- a policy changes").  Its key names the policy, not the parameters, so
+-- its state records what the conversion needs beside the algorithm's
+-- numbers: struct.pack('<Bdddd', 2, a, b, c, d), tag 2, four doubles.
+-- A parameter form's key never holds one (its keys name its parameters,
+-- and a 0.4.0 server reads only those).  A state read under parameters
+-- other than its own is converted, rounding toward less room, and written
+-- back at once as the new parameters' state (with their TTL), so that a
+-- later call, admitted or not, reads what this one read.  The sliding log
+-- is the same log in both forms: it has no parameters.
+
+-- A carried state's four numbers; nil when the key holds none.  Another
+-- value is refused as Redis refuses a hash command on a string.
+local function rl_carry_read(key)
+  local st = redis.call('GET', key)
+  if not st then
+    return nil
+  end
+  if #st == 33 then
+    local tag, a, b, c, d = struct.unpack('<Bdddd', st)
+    if tag == 2 then
+      return a, b, c, d
+    end
+  end
+  redis.call('HGET', key, 'w')
+end
+
+-- The state string of a carried state.
+local function rl_carry_state(a, b, c, d)
+  return struct.pack('<Bdddd', 2, a, b, c, d)
+end
+
+-- v kept in units of 1/from, in units of 1/to, rounded up (more used,
+-- less room): exact while v x to stays below 2^53 (every product of a
+-- state and a scale the extension admits but the extreme), else through
+-- the quotient and two units more than it, which covers its rounding.
+local function rl_up(v, from, to)
+  if from == to then
+    return v
+  end
+  local x = v * to
+  if x < 9007199254740992 then
+    return math.ceil(x / from)
+  end
+  return math.ceil(v / from * to) + 2
+end
+
 -- Writes an algorithm's new state: a string, set with its TTL (the time
 -- until the state is fresh again) in one command, or, for the sliding
 -- log, the function that writes it.

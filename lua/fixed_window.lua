@@ -9,17 +9,41 @@
 -- it (0.2.0: hash {w, n}).  State written under another window is read on
 -- the current grid (w rounded down to a multiple of the window), with at
 -- most `limit` units used.
+--
+-- A policy's state (carry): rl_carry_state(w, n, window, 0).  While the
+-- window it counted ([w, w + its window)) still holds, its n units count
+-- in the window of the current grid that holds now, and end with it; n
+-- is kept as it is (a limit lowered below it and raised again finds it).
 
-local function fixed_window(key, limit, window, cost, now)
+local function fixed_window(key, limit, window, cost, now, _, carry)
   local start = now - now % window
   local used = 0
-  local w, n = rl_read(key, 'w', 'n')
-  if w then
-    w = w - w % window
-    -- A clock that moved back stays in the newest window it has seen.
-    if w >= start then
-      start = w
-      used = math.min(limit, n)
+  if carry then
+    local w, n, was = rl_carry_read(key)
+    if w then
+      -- A clock that moved back stays in the newest window it has seen.
+      local at = now
+      if w > at then
+        at = w
+      end
+      if at < w + was then
+        start = at - at % window
+        used = math.min(limit, n)
+        if was ~= window then
+          rl_write(key, rl_carry_state(start, n, window, 0),
+                   start + window - now)
+        end
+      end
+    end
+  else
+    local w, n = rl_read(key, 'w', 'n')
+    if w then
+      w = w - w % window
+      -- A clock that moved back stays in the newest window it has seen.
+      if w >= start then
+        start = w
+        used = math.min(limit, n)
+      end
     end
   end
 
@@ -31,6 +55,10 @@ local function fixed_window(key, limit, window, cost, now)
   used = used + cost
   if cost == 0 then
     return true, limit - used, 0, used > 0 and ends - now or 0, nil
+  end
+  if carry then
+    return true, limit - used, 0, ends - now,
+           rl_carry_state(start, used, window, 0)
   end
   return true, limit - used, 0, ends - now,
          rl_state(start, used, 0)

@@ -31,7 +31,30 @@ local function rl_gcra_read(st)
   return tonumber(us), tonumber(r), tonumber(d), tonumber(ts), ts == ''
 end
 
-local function gcra(key, limit, window, cost, now, burst)
+-- A policy's state (carry): rl_carry_state(debt, ts, unit, rate), the
+-- units used at ts, (TAT - ts) / T, x unit, and the scale and rate they
+-- were kept in: the units, not the time, are what carries.  Units the old
+-- emission interval had drained by now are none; else they are kept in
+-- the current scale (rounded up), at most one burst, and drain from ts
+-- at the current interval.
+local function rl_gcra_carried(key, now, unit, rate, full)
+  local d, t, was, wrate = rl_carry_read(key)
+  if not d or (now - t) * wrate >= d then
+    return 0
+  end
+  local kept = math.min(full, rl_up(d, was, unit))
+  if kept ~= d or was ~= unit or wrate ~= rate then
+    rl_write(key, rl_carry_state(kept, t, unit, rate), t + kept / rate - now)
+  end
+  -- A clock that moved back (now < t) only makes the debt larger.
+  local debt = kept - (now - t) * rate
+  if debt < 0 then
+    debt = 0
+  end
+  return debt
+end
+
+local function gcra(key, limit, window, cost, now, burst, carry)
   local g = rl_gcd(limit, window)
   local unit = window / g               -- T, in 1/rate microseconds
   local rate = limit / g                -- fractions of a microsecond kept
@@ -39,7 +62,12 @@ local function gcra(key, limit, window, cost, now, burst)
   local full = capacity * unit          -- burst x T x rate
   -- debt = (TAT - now) x rate, a whole number.
   local debt = 0
-  local st = redis.call('GET', key)
+  local st = nil
+  if carry then
+    debt = rl_gcra_carried(key, now, unit, rate, full)
+  else
+    st = redis.call('GET', key)
+  end
   if st then
     -- The binary state read here, the others by rl_gcra_read: a
     -- function call less on every check.
@@ -80,7 +108,9 @@ local function gcra(key, limit, window, cost, now, burst)
   end
 
   local state = nil
-  if cost > 0 then
+  if cost > 0 and carry then
+    state = rl_carry_state(after, now, unit, rate)
+  elseif cost > 0 then
     local r = after % rate
     state = struct.pack('<Bdddd', 1, now + (after - r) / rate, r, rate, now)
   end

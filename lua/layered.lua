@@ -18,6 +18,9 @@
 --            consumed (the first round of a statement over many slots);
 --            '*' instead of '=': each key its own check, as allow.lua
 --            checks one (a batch: rl_allow_many's keys of one node).
+--   An algorithm's name followed by '!' (in either form) is a named
+--   policy's limiter, whose state is carried over a change of its
+--   parameters (common.lua).
 -- Reply: {allowed 0/1, remaining, retry_after_ms, reset_after_ms,
 --         index of the most restrictive rule (1-based)}; with '*', the
 --         first four for each key, one key after the other.
@@ -33,6 +36,23 @@ local RL_ALGORITHMS = {
   leaky_bucket = leaky_bucket,
   gcra = gcra,
 }
+local RL_CARRIED = {
+  ['fixed_window!'] = fixed_window,
+  ['sliding_log!'] = sliding_log,
+  ['sliding_counter!'] = sliding_counter,
+  ['token_bucket!'] = token_bucket,
+  ['leaky_bucket!'] = leaky_bucket,
+  ['gcra!'] = gcra,
+}
+
+-- The algorithm a name says, and whether it is a policy's (carry).
+local function rl_algorithm_of(name)
+  local a = RL_ALGORITHMS[name]
+  if a then
+    return a, false
+  end
+  return RL_CARRIED[name], true
+end
 
 local function rl_layered(KEYS, ARGV)
   if not struct then
@@ -57,16 +77,16 @@ local function rl_layered(KEYS, ARGV)
   local uniform = ARGV[2] == '=' or check_only or each
 
   for i = 1, #KEYS do
-    local algorithm, limit, window, cost, burst
+    local algorithm, limit, window, cost, burst, carry
     if uniform then
-      algorithm = RL_ALGORITHMS[ARGV[3]]
+      algorithm, carry = rl_algorithm_of(ARGV[3])
       limit = num(ARGV[4])
       window = num(ARGV[5])
       burst = num(ARGV[6])
       cost = num(ARGV[6 + i])
     else
       local base = 5 * i - 3
-      algorithm = RL_ALGORITHMS[ARGV[base]]
+      algorithm, carry = rl_algorithm_of(ARGV[base])
       limit = num(ARGV[base + 1])
       window = num(ARGV[base + 2])
       cost = num(ARGV[base + 3])
@@ -76,10 +96,10 @@ local function rl_layered(KEYS, ARGV)
       local b = 4 * i - 4
       results[b + 1], results[b + 2], results[b + 3], results[b + 4] =
         rl_one(KEYS[i], cost,
-               algorithm(KEYS[i], limit, window, cost, now, burst))
+               algorithm(KEYS[i], limit, window, cost, now, burst, carry))
     else
       local ok, left, wait, fresh, state =
-        algorithm(KEYS[i], limit, window, cost, now, burst)
+        algorithm(KEYS[i], limit, window, cost, now, burst, carry)
       -- A rule asked for nothing admits (a peek), whatever its state.
       if cost == 0 then
         ok = true
@@ -87,7 +107,8 @@ local function rl_layered(KEYS, ARGV)
       if not ok then
         all_ok = false
       end
-      results[i] = {ok, left, wait, fresh, state, algorithm, limit, window, burst}
+      results[i] = {ok, left, wait, fresh, state, algorithm, limit, window,
+                    burst, carry}
     end
   end
   if each then
@@ -118,7 +139,7 @@ local function rl_layered(KEYS, ARGV)
       -- This rule admitted the call, but nothing is consumed: report its
       -- state as it stands, not as it would be after the call.
       local _
-      _, left, _, fresh = r[6](KEYS[i], r[7], r[8], 0, now, r[9])
+      _, left, _, fresh = r[6](KEYS[i], r[7], r[8], 0, now, r[9], r[10])
     else
       local wait = math.max(1, rl_ms(r[3]))
       if wait > retry then

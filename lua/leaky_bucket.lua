@@ -10,15 +10,36 @@
 -- parameters is cut to a full bucket of the current ones as of ts, then
 -- drains: no earlier call can make a later one wait longer than its own
 -- cost needs.
+--
+-- A policy's state (carry): rl_carry_state(level, ts, unit, rate).  A
+-- level the old rate had drained by now is none; else the level is kept
+-- in the current scale (rounded up), at most a full bucket, and drains
+-- from ts at the current rate.
 
-local function leaky_bucket(key, limit, window, cost, now, burst)
+local function leaky_bucket(key, limit, window, cost, now, burst, carry)
   local g = rl_gcd(limit, window)
   local unit = window / g               -- one unit, in level
   local rate = limit / g                -- level drained per microsecond
   local capacity = burst                -- units the bucket holds
   local full = capacity * unit
   local level, ts = 0, now
-  local l, t, was = rl_read(key, 'level', 'ts', 'unit')
+  local l, t, was
+  if carry then
+    local wrate
+    l, t, was, wrate = rl_carry_read(key)
+    if l and (now - t) * wrate < l then
+      local kept = math.min(full, rl_up(l, was, unit))
+      if kept ~= l or was ~= unit or wrate ~= rate then
+        rl_write(key, rl_carry_state(kept, t, unit, rate),
+                 t + kept / rate - now)
+      end
+      l, was = kept, unit
+    else
+      l = nil
+    end
+  else
+    l, t, was = rl_read(key, 'level', 'ts', 'unit')
+  end
   if l then
     level, ts = l, t
     -- Kept in another scale when the limit or window changed: convert,
@@ -50,7 +71,11 @@ local function leaky_bucket(key, limit, window, cost, now, burst)
   end
   local state = nil
   if cost > 0 then
-    state = rl_state(level, ts, unit)
+    if carry then
+      state = rl_carry_state(level, ts, unit, rate)
+    else
+      state = rl_state(level, ts, unit)
+    end
   end
   return true, math.floor((full - level) / unit), 0, reset, state
 end

@@ -12,12 +12,57 @@
 -- a multiple of the window) with counts of at most `limit`, which is all
 -- they can mean: no earlier call can make a later one wait longer than
 -- one window plus its own cost's share of one.
+--
+-- A policy's state (carry): rl_carry_state(w, cur, prev, window).  Each
+-- count that still counts under the window it was written with is put
+-- at the latest moment its calls can have had (cur: now, or its window's
+-- last microsecond; prev: the last microsecond before w) and lands in
+-- the current or previous window of the current grid that holds that
+-- moment, or in neither; the counts are kept as they are, and read with
+-- at most `limit` each.
 
-local function sliding_counter(key, limit, window, cost, now)
+local function sliding_counter(key, limit, window, cost, now, _, carry)
   local at = now
   local start = now - now % window
   local cur, prev = 0, 0
-  local w, c, p = rl_read(key, 'w', 'cur', 'prev')
+  local kept = 0                        -- carry: prev as kept, uncapped
+  if carry then
+    local w, c, p, was = rl_carry_read(key)
+    if w then
+      -- A clock that moved back works from the start of the newest
+      -- window seen.
+      if w > at then
+        at = w
+      end
+      start = at - at % window
+      if at < w + was + was then
+        local e = math.min(at, w + was - 1)
+        if e >= start then
+          cur = c
+        elseif e >= start - window then
+          kept = c
+        end
+      end
+      if at < w + was then
+        local e = w - 1
+        if e >= start then
+          cur = cur + p
+        elseif e >= start - window then
+          kept = kept + p
+        end
+      end
+      if was ~= window and cur + kept > 0 then
+        rl_write(key, rl_carry_state(start, cur, kept, window),
+                 (cur > 0 and start + window + window or start + window) - now)
+      end
+      cur = math.min(limit, cur)
+      prev = math.min(limit, kept)
+    end
+  end
+  local w, c, p
+  if not carry then
+    w, c, p = rl_read(key, 'w', 'cur', 'prev')
+  end
   if w then
     w = w - w % window
     if w >= start then
@@ -64,7 +109,11 @@ local function sliding_counter(key, limit, window, cost, now)
   end
   local state = nil
   if cost > 0 then
-    state = rl_state(start, cur + cost, prev)
+    if carry then
+      state = rl_carry_state(start, cur + cost, kept, window)
+    else
+      state = rl_state(start, cur + cost, prev)
+    end
   end
   return true, math.max(0, remaining - cost), 0, reset, state
 end

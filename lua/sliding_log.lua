@@ -41,6 +41,12 @@
 -- them, and is replaced by one member saying so at the next admitted
 -- call: it never admits more than the old log would have.
 
+-- A policy's log (carry) is the same log: it has no parameters, and is
+-- counted under the current ones at once.  A window raised since the
+-- last admitted call may need the key to live longer than that call's
+-- TTL: a call renews it then, whatever it decides (its members' live is
+-- left as it is, so each call renews it until the next admitted one).
+
 local RL_LOG_WRAP = 1000000000000000
 local RL_LOG_PRUNE = 64
 
@@ -98,7 +104,7 @@ end
 -- in C); constant ranks as text (a number argument is written out with
 -- printf("%.17g"), about 0.4 us each).
 
-local function sliding_log(key, limit, window, cost, now)
+local function sliding_log(key, limit, window, cost, now, _, carry)
   local floor = now - window
   local stamp, newest_t, cum = now, nil, 0
   local used, base, first_cost, first_t = 0, 0, 0, nil
@@ -143,6 +149,9 @@ local function sliding_log(key, limit, window, cost, now)
   local reset = 0
   if used > 0 then
     reset = newest_t + window - now
+    if carry and live < newest_t + window then
+      redis.call('PEXPIRE', key, math.max(1, rl_ms(reset + window / 2)))
+    end
   end
 
   if used + cost > limit then

@@ -7,15 +7,37 @@
 -- State: rl_state(credit, ts, unit), credit = tokens x unit at time
 -- ts, unit = the scale (window / gcd(limit, window)) the credit is kept
 -- in (0.2.0: hash {credit, ts, unit}).
+--
+-- A policy's state (carry): rl_carry_state(debt, ts, unit, rate), the
+-- tokens missing at ts (x unit) and the scale and rate they were kept
+-- in.  A debt the old rate had paid off by now is none; else the debt is
+-- kept in the current scale (rounded up), at most a whole bucket (a
+-- bucket is no emptier than empty), and paid off from ts at the current
+-- rate.
 
-local function token_bucket(key, limit, window, cost, now, burst)
+local function token_bucket(key, limit, window, cost, now, burst, carry)
   local g = rl_gcd(limit, window)
   local unit = window / g               -- one token, in credit
   local rate = limit / g                -- credit gained per microsecond
   local capacity = burst                -- tokens the bucket holds
   local full = capacity * unit
   local credit, ts = full, now
-  local c, t, was = rl_read(key, 'credit', 'ts', 'unit')
+  local c, t, was
+  if carry then
+    local d, wrate
+    d, t, was, wrate = rl_carry_read(key)
+    if d and (now - t) * wrate < d then
+      local debt = math.min(full, rl_up(d, was, unit))
+      if debt ~= d or was ~= unit or wrate ~= rate then
+        rl_write(key, rl_carry_state(debt, t, unit, rate),
+                 t + debt / rate - now)
+      end
+      -- Read below as a credit kept in the current scale.
+      c, was = full - debt, unit
+    end
+  else
+    c, t, was = rl_read(key, 'credit', 'ts', 'unit')
+  end
   if c then
     credit, ts = c, t
     -- Kept in another scale when the limit or window changed: convert,
@@ -41,7 +63,11 @@ local function token_bucket(key, limit, window, cost, now, burst)
   credit = credit - need
   local state = nil
   if cost > 0 then
-    state = rl_state(credit, ts, unit)
+    if carry then
+      state = rl_carry_state(full - credit, ts, unit, rate)
+    else
+      state = rl_state(credit, ts, unit)
+    end
   end
   return true, math.floor(credit / unit), 0, shift + (full - credit) / rate, state
 end

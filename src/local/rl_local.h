@@ -152,7 +152,8 @@ extern void rl_local_log_push(RlLocalEntry *entry, double t, uint64 cost);
 /* rl_local_algo.c: the six algorithms, as lua/ computes them */
 extern void rl_local_algorithm(int algorithm, RlLocalEntry *entry,
 							   double limit, double window, double cost,
-							   double burst, double now, RlLocalResult *res);
+							   double burst, double now, bool carry,
+							   RlLocalResult *res);
 extern void rl_local_write(int algorithm, RlLocalEntry *entry,
 						   const RlLocalResult *res, double now);
 

@@ -16,7 +16,15 @@
  *	 leaky_bucket		level, ts, unit
  *	 gcra				us, r, d, ts  (the string "<us>+<r>/<d>@<ts>")
  *	 sliding_log		a chain of members (time, cum) in rl_local_log.c
- * Where a script writes nothing (a peek, a denial) nothing is written.
+ * and a named policy's (carry, common.lua's rl_carry_state):
+ *	 fixed_window		w, n, window
+ *	 sliding_counter	w, cur, prev, window
+ *	 token_bucket		debt, ts, unit, rate
+ *	 leaky_bucket		level, ts, unit, rate
+ *	 gcra				debt, ts, unit, rate
+ * Where a script writes nothing (a peek, a denial) nothing is written, but
+ * for a policy's state read under other parameters, which is written back
+ * converted at once, as the script does.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -80,17 +88,67 @@ rl_ttl(double us)
 	return lmax(1, rl_ms(us));
 }
 
+/* common.lua's rl_up: v in units of 1/from, in units of 1/to, rounded up. */
+static inline double
+rl_up(double v, double from, double to)
+{
+	double		x;
+
+	if (from == to)
+		return v;
+	x = v * to;
+	if (x < 9007199254740992.0)
+		return ceil(x / from);
+	return ceil(v / from * to) + 2;
+}
+
+/*
+ * A policy's state converted to the current parameters, written back at
+ * once with their TTL (common.lua's rl_write of an rl_carry_state).
+ */
+static void
+rl_carry_write(RlLocalEntry *e, double a, double b, double c, double d,
+			   double reset, double now)
+{
+	e->u.st[0] = a;
+	e->u.st[1] = b;
+	e->u.st[2] = c;
+	e->u.st[3] = d;
+	e->expires_at = (int64) now + (int64) rl_ttl(reset) * 1000;
+}
+
 /* fixed_window.lua */
 static void
 rl_fixed_window(RlLocalEntry *e, double limit, double window, double cost,
-				double now, RlLocalResult *res)
+				double now, bool carry, RlLocalResult *res)
 {
 	double		start = now - lmod(now, window);
 	double		used = 0;
 	double		ends;
 	double		reset;
 
-	if (e != NULL && e->valid)
+	if (carry)
+	{
+		if (e != NULL && e->valid)
+		{
+			double		w = e->u.st[0];
+			double		n = e->u.st[1];
+			double		was = e->u.st[2];
+			double		at = now;
+
+			if (w > at)
+				at = w;
+			if (at < w + was)
+			{
+				start = at - lmod(at, window);
+				used = lmin(limit, n);
+				if (was != window)
+					rl_carry_write(e, start, n, window, 0,
+								   start + window - now, now);
+			}
+		}
+	}
+	else if (e != NULL && e->valid)
 	{
 		double		w = e->u.st[0];
 
@@ -123,6 +181,8 @@ rl_fixed_window(RlLocalEntry *e, double limit, double window, double cost,
 		res->apply = true;
 		res->st[0] = start;
 		res->st[1] = used;
+		if (carry)
+			res->st[2] = window;
 		res->ttl_ms = rl_ttl(reset);
 	}
 }
@@ -130,7 +190,7 @@ rl_fixed_window(RlLocalEntry *e, double limit, double window, double cost,
 /* token_bucket.lua */
 static void
 rl_token_bucket(RlLocalEntry *e, double limit, double window, double cost,
-				double burst, double now, RlLocalResult *res)
+				double burst, double now, bool carry, RlLocalResult *res)
 {
 	double		g = rl_gcd(limit, window);
 	double		unit = window / g;
@@ -141,8 +201,31 @@ rl_token_bucket(RlLocalEntry *e, double limit, double window, double cost,
 	double		shift;
 	double		need;
 	double		reset;
+	bool		have = false;
 
-	if (e != NULL && e->valid)
+	if (carry)
+	{
+		if (e != NULL && e->valid)
+		{
+			double		d = e->u.st[0];
+			double		t = e->u.st[1];
+			double		was = e->u.st[2];
+			double		wrate = e->u.st[3];
+
+			if ((now - t) * wrate < d)
+			{
+				double		debt = lmin(full, rl_up(d, was, unit));
+
+				if (debt != d || was != unit || wrate != rate)
+					rl_carry_write(e, debt, t, unit, rate,
+								   t + debt / rate - now, now);
+				credit = full - debt;
+				ts = t;
+				have = true;
+			}
+		}
+	}
+	else if (e != NULL && e->valid)
 	{
 		double		was = e->u.st[2];
 
@@ -150,6 +233,10 @@ rl_token_bucket(RlLocalEntry *e, double limit, double window, double cost,
 		ts = e->u.st[1];
 		if (was != unit)
 			credit = floor(credit / was * unit);
+		have = true;
+	}
+	if (have)
+	{
 		if (now > ts)
 		{
 			credit = credit + (now - ts) * rate;
@@ -176,9 +263,11 @@ rl_token_bucket(RlLocalEntry *e, double limit, double window, double cost,
 	if (cost > 0)
 	{
 		res->apply = true;
-		res->st[0] = credit;
+		res->st[0] = carry ? full - credit : credit;
 		res->st[1] = ts;
 		res->st[2] = unit;
+		if (carry)
+			res->st[3] = rate;
 		res->ttl_ms = rl_ttl(reset);
 	}
 }
@@ -186,7 +275,7 @@ rl_token_bucket(RlLocalEntry *e, double limit, double window, double cost,
 /* leaky_bucket.lua */
 static void
 rl_leaky_bucket(RlLocalEntry *e, double limit, double window, double cost,
-				double burst, double now, RlLocalResult *res)
+				double burst, double now, bool carry, RlLocalResult *res)
 {
 	double		g = rl_gcd(limit, window);
 	double		unit = window / g;
@@ -197,8 +286,31 @@ rl_leaky_bucket(RlLocalEntry *e, double limit, double window, double cost,
 	double		shift;
 	double		pour;
 	double		reset;
+	bool		have = false;
 
-	if (e != NULL && e->valid)
+	if (carry)
+	{
+		if (e != NULL && e->valid)
+		{
+			double		l = e->u.st[0];
+			double		t = e->u.st[1];
+			double		was = e->u.st[2];
+			double		wrate = e->u.st[3];
+
+			if ((now - t) * wrate < l)
+			{
+				double		kept = lmin(full, rl_up(l, was, unit));
+
+				if (kept != l || was != unit || wrate != rate)
+					rl_carry_write(e, kept, t, unit, rate,
+								   t + kept / rate - now, now);
+				level = kept;
+				ts = t;
+				have = true;
+			}
+		}
+	}
+	else if (e != NULL && e->valid)
 	{
 		double		was = e->u.st[2];
 
@@ -208,6 +320,10 @@ rl_leaky_bucket(RlLocalEntry *e, double limit, double window, double cost,
 			level = ceil(level / was * unit);
 		if (level > full)
 			level = full;
+		have = true;
+	}
+	if (have)
+	{
 		if (now > ts)
 		{
 			level = lmax(0, level - (now - ts) * rate);
@@ -238,6 +354,8 @@ rl_leaky_bucket(RlLocalEntry *e, double limit, double window, double cost,
 		res->st[0] = level;
 		res->st[1] = ts;
 		res->st[2] = unit;
+		if (carry)
+			res->st[3] = rate;
 		res->ttl_ms = rl_ttl(reset);
 	}
 }
@@ -248,7 +366,7 @@ rl_leaky_bucket(RlLocalEntry *e, double limit, double window, double cost,
  */
 static void
 rl_gcra(RlLocalEntry *e, double limit, double window, double cost,
-				double burst, double now, RlLocalResult *res)
+		double burst, double now, bool carry, RlLocalResult *res)
 {
 	double		g = rl_gcd(limit, window);
 	double		unit = window / g;
@@ -257,7 +375,30 @@ rl_gcra(RlLocalEntry *e, double limit, double window, double cost,
 	double		debt = 0;
 	double		after;
 
-	if (e != NULL && e->valid)
+	if (carry)
+	{
+		/* gcra.lua's rl_gcra_carried */
+		if (e != NULL && e->valid)
+		{
+			double		d = e->u.st[0];
+			double		t = e->u.st[1];
+			double		was = e->u.st[2];
+			double		wrate = e->u.st[3];
+
+			if ((now - t) * wrate < d)
+			{
+				double		kept = lmin(full, rl_up(d, was, unit));
+
+				if (kept != d || was != unit || wrate != rate)
+					rl_carry_write(e, kept, t, unit, rate,
+								   t + kept / rate - now, now);
+				debt = kept - (now - t) * rate;
+				if (debt < 0)
+					debt = 0;
+			}
+		}
+	}
+	else if (e != NULL && e->valid)
 	{
 		double		us = e->u.st[0];
 		double		r = e->u.st[1];
@@ -286,7 +427,16 @@ rl_gcra(RlLocalEntry *e, double limit, double window, double cost,
 	res->remaining = floor((full - after) / unit);
 	res->retry = 0;
 	res->reset = after / rate;
-	if (cost > 0)
+	if (cost > 0 && carry)
+	{
+		res->apply = true;
+		res->st[0] = after;
+		res->st[1] = now;
+		res->st[2] = unit;
+		res->st[3] = rate;
+		res->ttl_ms = lmax(1, rl_ms(after / rate));
+	}
+	else if (cost > 0)
 	{
 		double		r = lmod(after, rate);
 
@@ -302,19 +452,58 @@ rl_gcra(RlLocalEntry *e, double limit, double window, double cost,
 /* sliding_counter.lua */
 static void
 rl_sliding_counter(RlLocalEntry *e, double limit, double window, double cost,
-				   double now, RlLocalResult *res)
+				   double now, bool carry, RlLocalResult *res)
 {
 	double		at = now;
 	double		start = now - lmod(now, window);
 	double		cur = 0;
 	double		prev = 0;
+	double		kept = 0;		/* carry: prev as kept, uncapped */
 	double		shift;
 	double		left;
 	double		used;
 	double		remaining;
 	double		reset;
 
-	if (e != NULL && e->valid)
+	if (carry)
+	{
+		if (e != NULL && e->valid)
+		{
+			double		w = e->u.st[0];
+			double		c = e->u.st[1];
+			double		p = e->u.st[2];
+			double		was = e->u.st[3];
+
+			if (w > at)
+				at = w;
+			start = at - lmod(at, window);
+			if (at < w + was + was)
+			{
+				double		m = lmin(at, w + was - 1);
+
+				if (m >= start)
+					cur = c;
+				else if (m >= start - window)
+					kept = c;
+			}
+			if (at < w + was)
+			{
+				double		m = w - 1;
+
+				if (m >= start)
+					cur = cur + p;
+				else if (m >= start - window)
+					kept = kept + p;
+			}
+			if (was != window && cur + kept > 0)
+				rl_carry_write(e, start, cur, kept, window,
+							   (cur > 0 ? start + window + window :
+								start + window) - now, now);
+			cur = lmin(limit, cur);
+			prev = lmin(limit, kept);
+		}
+	}
+	else if (e != NULL && e->valid)
 	{
 		double		w = e->u.st[0];
 
@@ -366,7 +555,9 @@ rl_sliding_counter(RlLocalEntry *e, double limit, double window, double cost,
 		res->apply = true;
 		res->st[0] = start;
 		res->st[1] = cur + cost;
-		res->st[2] = prev;
+		res->st[2] = carry ? kept : prev;
+		if (carry)
+			res->st[3] = window;
 		res->ttl_ms = rl_ttl(reset);
 	}
 }
@@ -382,7 +573,7 @@ rl_sliding_counter(RlLocalEntry *e, double limit, double window, double cost,
  */
 static void
 rl_sliding_log(RlLocalEntry *e, double limit, double window, double cost,
-			   double now, RlLocalResult *res)
+			   double now, bool carry, RlLocalResult *res)
 {
 	bool		has_newest = e != NULL && e->valid && e->log >= 0 &&
 		e->u.lg.count > 0;
@@ -416,7 +607,16 @@ rl_sliding_log(RlLocalEntry *e, double limit, double window, double cost,
 
 	reset = 0;
 	if (used > 0)
+	{
 		reset = newest_t + window - now;
+
+		/*
+		 * A policy's window raised since the last write: the entry lives
+		 * as long as its members count (the script's PEXPIRE).
+		 */
+		if (carry && (double) e->expires_at < newest_t + window)
+			e->expires_at = (int64) now + (int64) rl_ttl(reset) * 1000;
+	}
 
 	if (used + cost > limit)
 	{
@@ -461,33 +661,37 @@ rl_sliding_log(RlLocalEntry *e, double limit, double window, double cost,
 
 /*
  * Runs one algorithm on an entry (NULL or not valid: no state) as its
- * script would; res says what to answer and what to write.
+ * script would; res says what to answer and what to write.  carry: a
+ * named policy's limiter (its state's form above); a state of other
+ * parameters is converted and written back here, as the script does.
  */
 void
 rl_local_algorithm(int algorithm, RlLocalEntry *entry, double limit,
 				   double window, double cost, double burst, double now,
-				   RlLocalResult *res)
+				   bool carry, RlLocalResult *res)
 {
 	memset(res, 0, sizeof(*res));
 	switch ((RlAlgorithm) algorithm)
 	{
 		case RL_FIXED_WINDOW:
-			rl_fixed_window(entry, limit, window, cost, now, res);
+			rl_fixed_window(entry, limit, window, cost, now, carry, res);
 			break;
 		case RL_SLIDING_LOG:
-			rl_sliding_log(entry, limit, window, cost, now, res);
+			rl_sliding_log(entry, limit, window, cost, now, carry, res);
 			break;
 		case RL_SLIDING_COUNTER:
-			rl_sliding_counter(entry, limit, window, cost, now, res);
+			rl_sliding_counter(entry, limit, window, cost, now, carry, res);
 			break;
 		case RL_TOKEN_BUCKET:
-			rl_token_bucket(entry, limit, window, cost, burst, now, res);
+			rl_token_bucket(entry, limit, window, cost, burst, now, carry,
+							res);
 			break;
 		case RL_LEAKY_BUCKET:
-			rl_leaky_bucket(entry, limit, window, cost, burst, now, res);
+			rl_leaky_bucket(entry, limit, window, cost, burst, now, carry,
+							res);
 			break;
 		case RL_GCRA:
-			rl_gcra(entry, limit, window, cost, burst, now, res);
+			rl_gcra(entry, limit, window, cost, burst, now, carry, res);
 			break;
 		default:
 			elog(ERROR, "unknown rate limiting algorithm %d", algorithm);

@@ -62,8 +62,8 @@ rl_local_room(int algorithm, RlLocalEntry *e, const RlLocalResult *res,
  */
 static RlLocalRoom
 rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
-				   double window, double cost, double burst, double pinned,
-				   RlLocalReply *out)
+				   double window, double cost, double burst, bool carry,
+				   double pinned, RlLocalReply *out)
 {
 	uint64		hash = rl_local_hash(key, len);
 	int			part = rl_local_partition(hash);
@@ -82,7 +82,8 @@ rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
 		rl_local_unlock(&part, 1);
 		return RL_ROOM_NO_ENTRY;
 	}
-	rl_local_algorithm(algorithm, e, limit, window, cost, burst, now, &res);
+	rl_local_algorithm(algorithm, e, limit, window, cost, burst, now, carry,
+					   &res);
 	out->n = 4;
 	if (!res.ok && cost > 0)
 	{
@@ -161,6 +162,7 @@ rl_local_rules(const RlCheck *check, double pinned, RlLocalReply *out)
 	double	   *burst = palloc(sizeof(double) * n);
 	uint64	   *hashes = palloc(sizeof(uint64) * n);
 	int		   *algo = palloc(sizeof(int) * n);
+	bool	   *carry = palloc(sizeof(bool) * n);
 	double	   *limit = palloc(sizeof(double) * n);
 	double	   *window = palloc(sizeof(double) * n);
 	double	   *cost = palloc(sizeof(double) * n);
@@ -182,6 +184,7 @@ rl_local_rules(const RlCheck *check, double pinned, RlLocalReply *out)
 
 		hashes[i] = rl_local_hash(check->keys[i], strlen(check->keys[i]));
 		algo[i] = l->algorithm;
+		carry[i] = l->carry;
 		limit[i] = (double) l->limit;
 		window[i] = (double) l->window_us;
 		burst[i] = (double) rl_capacity(l);
@@ -203,7 +206,7 @@ rl_local_rules(const RlCheck *check, double pinned, RlLocalReply *out)
 		for (int i = 0; i < n; i++)
 		{
 			rl_local_algorithm(algo[i], entries[i], limit[i], window[i],
-							   cost[i], burst[i], now, &res[i]);
+							   cost[i], burst[i], now, carry[i], &res[i]);
 			/* A rule asked for nothing admits (a peek), whatever its state. */
 			if (cost[i] == 0)
 				res[i].ok = true;
@@ -253,7 +256,7 @@ rl_local_rules(const RlCheck *check, double pinned, RlLocalReply *out)
 					RlLocalResult peek;
 
 					rl_local_algorithm(algo[i], entries[i], limit[i], window[i],
-									   0, burst[i], now, &peek);
+									   0, burst[i], now, carry[i], &peek);
 					left = peek.remaining;
 					fresh = peek.reset;
 				}
@@ -370,7 +373,8 @@ rl_local_check(RlCheck *checks, int n, RlWaitWork work)
 									  strlen(c->keys[0]), (double) l->limit,
 									  (double) l->window_us,
 									  (double) c->costs[0],
-									  (double) rl_capacity(l), pinned, &r);
+									  (double) rl_capacity(l), l->carry,
+									  pinned, &r);
 		}
 		if (room != RL_ROOM_OK)
 		{

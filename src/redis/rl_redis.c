@@ -69,7 +69,9 @@ rl_redis_numbers(RlRedisNumbers *nums, const RlLimiter *limiter)
 /*
  * A check of one limiter: its algorithm's script, with key, limit,
  * window, cost and clock, and the burst as a sixth argument when one is
- * set.
+ * set.  A named policy's limiter (carry) sends its capacity there always,
+ * and "c" after it (lua/allow.lua); the parameter forms send what 0.4.0
+ * sent.
  */
 static void
 rl_redis_single_call(RlScriptCall *call, const RlCheck *check,
@@ -79,21 +81,40 @@ rl_redis_single_call(RlScriptCall *call, const RlCheck *check,
 
 	rl_redis_numbers(nums, limiter);
 	rl_script_call_init(call, limiter->algorithm, 1,
-						limiter->burst > 0 ? 6 : 5);
+						limiter->carry ? 7 : limiter->burst > 0 ? 6 : 5);
 	rl_script_call_set(call, 0, check->keys[0]);
 	rl_script_call_set(call, 1, nums->limit);
 	rl_script_call_set(call, 2, nums->window);
 	rl_script_call_set(call, 3, psprintf(INT64_FORMAT, check->costs[0]));
 	rl_script_call_set(call, 4, clock);
-	if (limiter->burst > 0)
+	if (limiter->carry)
+	{
+		rl_script_call_set(call, 5, nums->capacity);
+		rl_script_call_set(call, 6, "c");
+	}
+	else if (limiter->burst > 0)
 		rl_script_call_set(call, 5, nums->burst);
+}
+
+/*
+ * The algorithm's name as lua/layered.lua reads it: followed by '!' for a
+ * named policy's limiter, whose state is carried over a change of its
+ * parameters.
+ */
+static const char *
+rl_redis_algorithm_arg(const RlLimiter *l)
+{
+	if (!l->carry)
+		return rl_algorithm_name(l->algorithm);
+	return psprintf("%s!", rl_algorithm_name(l->algorithm));
 }
 
 /*
  * Rules checked together: layered.lua with keys, clock, then either the
  * uniform marker ('=', or '?' to check only), the one limiter (algorithm,
  * limit, window, capacity) and each cost; or each rule's algorithm,
- * limit, window, cost and capacity (its burst, or its limit).
+ * limit, window, cost and capacity (its burst, or its limit).  An
+ * algorithm is sent as rl_redis_algorithm_arg names it.
  */
 static void
 rl_redis_rules_call(RlScriptCall *call, const RlCheck *check,
@@ -113,7 +134,7 @@ rl_redis_rules_call(RlScriptCall *call, const RlCheck *check,
 		const RlLimiter *l = &check->limiters[0];
 
 		rl_script_call_set(call, p++, check->check_only ? "?" : "=");
-		rl_script_call_set(call, p++, rl_algorithm_name(l->algorithm));
+		rl_script_call_set(call, p++, rl_redis_algorithm_arg(l));
 		rl_script_call_set(call, p++, psprintf(INT64_FORMAT, l->limit));
 		rl_script_call_set(call, p++, psprintf(INT64_FORMAT, l->window_us));
 		rl_script_call_set(call, p++, psprintf(INT64_FORMAT, rl_capacity(l)));
@@ -130,7 +151,7 @@ rl_redis_rules_call(RlScriptCall *call, const RlCheck *check,
 	{
 		const RlLimiter *l = &check->limiters[i];
 
-		rl_script_call_set(call, p++, rl_algorithm_name(l->algorithm));
+		rl_script_call_set(call, p++, rl_redis_algorithm_arg(l));
 		rl_script_call_set(call, p++, psprintf(INT64_FORMAT, l->limit));
 		rl_script_call_set(call, p++, psprintf(INT64_FORMAT, l->window_us));
 		rl_script_call_set(call, p++, psprintf(INT64_FORMAT, check->costs[i]));
@@ -156,7 +177,7 @@ rl_redis_many_call(RlScriptCall *call, RlCheck *checks, const int *idx,
 		rl_script_call_set(call, p++, checks[idx[k]].keys[0]);
 	rl_script_call_set(call, p++, clock);
 	rl_script_call_set(call, p++, "*");
-	rl_script_call_set(call, p++, rl_algorithm_name(l->algorithm));
+	rl_script_call_set(call, p++, rl_redis_algorithm_arg(l));
 	rl_script_call_set(call, p++, psprintf(INT64_FORMAT, l->limit));
 	rl_script_call_set(call, p++, psprintf(INT64_FORMAT, l->window_us));
 	rl_script_call_set(call, p++, psprintf(INT64_FORMAT, rl_capacity(l)));
