@@ -19,7 +19,8 @@
 -- state is read only under the parameters it was written with.  What the
 -- algorithms do with a state written under other parameters (cut it to
 -- what the caller's parameters can mean) is a defence against a state
--- changed by hand, not a path calls take.
+-- changed by hand, not a path the parameter forms take.  A named policy's
+-- limiter (0.5.0) is the path that does: see "carry" below.
 --
 -- What a check costs Redis (test/bench/redis_time.sh measures it) is
 -- mostly its redis.call()s, then the Lua work around them, where string
