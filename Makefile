@@ -26,6 +26,7 @@ OBJS = \
 	src/redis/rl_sentinel.o \
 	src/redis/rl_scripts.o \
 	src/redis/rl_redis.o \
+	src/redis/rl_probe.o \
 	src/rl_engine.o \
 	src/rl_policy.o \
 	src/rl_batch.o \
@@ -58,7 +59,7 @@ SHLIB_LINK += -lhiredis -lssl -lcrypto
 
 # pg_regress suites; each needs a Redis server reachable through the
 # settings in the server's configuration (test/check.sh provides both).
-REGRESS = basic algorithms burst acquire errors settings local shadow stats batch layered triggers postgrest examples policies policy_changes
+REGRESS = basic algorithms burst acquire errors settings local shadow stats batch layered triggers postgrest examples policies policy_changes ping
 REGRESS_OPTS = --load-extension=ratelimit
 
 LUA_SCRIPTS = $(wildcard lua/*.lua)

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * ratelimit.c
- *	  SQL entry points: rl_allow, rl_peek, rl_reset and rl_status, with
- *	  their forms by policy name (0.5.0).
+ *	  SQL entry points: rl_allow, rl_peek, rl_reset, rl_status and rl_ping,
+ *	  with the forms of the first three by policy name (0.5.0).
  *
  * Each checks its arguments, hands the check to the engine and builds its
  * row (rl_result, rl_status); _PG_init defines the settings.  The check
@@ -25,6 +25,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 #include "utils/typcache.h"
 
 #include "rl_args.h"
@@ -45,6 +46,7 @@ PG_FUNCTION_INFO_V1(rl_status);
 PG_FUNCTION_INFO_V1(rl_allow_policy);
 PG_FUNCTION_INFO_V1(rl_peek_policy);
 PG_FUNCTION_INFO_V1(rl_reset_policy);
+PG_FUNCTION_INFO_V1(rl_ping);
 
 /*
  * The settings and the deny cache's shared reset counter.  The connection
@@ -284,4 +286,46 @@ rl_status(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum(mine.redirects);
 	values[i++] = Int64GetDatum(mine.map_refreshes);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}
+
+/*
+ * rl_ping() RETURNS SETOF (engine, mode, endpoint, server, version,
+ * rtt_ms): the installation's verification step and a monitor's check.
+ * Unlike rl_status(), which shows what this backend saw so far, it
+ * connects now and has each server answer (standalone: the server;
+ * Sentinel: the master they name; Cluster: every master of the slot map),
+ * and an ERROR says which one cannot be used and why, whatever
+ * ratelimit.failure_mode (rl_engine_probe).  On the local engine one row
+ * says so.  Granted to pg_monitor; no secret in a row or a message.
+ */
+Datum
+rl_ping(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RlProbeRow *rows = palloc0(sizeof(RlProbeRow) * RL_MAX_NODES);
+	int			n;
+
+	n = rl_engine_probe(rows, RL_MAX_NODES);
+	InitMaterializedSRF(fcinfo, 0);
+	for (int i = 0; i < n; i++)
+	{
+		RlProbeRow *row = &rows[i];
+		Datum		values[6];
+		bool		nulls[6] = {0};
+
+		values[0] = CStringGetTextDatum(row->engine);
+		nulls[1] = row->mode == NULL;
+		values[1] = row->mode ? CStringGetTextDatum(row->mode) : (Datum) 0;
+		nulls[2] = row->endpoint[0] == '\0';
+		values[2] = CStringGetTextDatum(row->endpoint);
+		nulls[3] = row->server[0] == '\0';
+		values[3] = CStringGetTextDatum(row->server);
+		nulls[4] = row->version[0] == '\0';
+		values[4] = CStringGetTextDatum(row->version);
+		nulls[5] = row->rtt_ms < 0;
+		values[5] = Float8GetDatum(row->rtt_ms);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	pfree(rows);
+	return (Datum) 0;
 }

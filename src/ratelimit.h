@@ -120,6 +120,20 @@ typedef struct RlAnswer
 } RlAnswer;
 
 /*
+ * What rl_ping() reports of one server a store reached just now.  No
+ * field ever holds a secret: the endpoint is host:port or the socket.
+ */
+typedef struct RlProbeRow
+{
+	const char *engine;			/* the store: "redis", "local" */
+	const char *mode;			/* "standalone", "cluster", "sentinel"; NULL */
+	char		endpoint[300];	/* "": none (the local store) */
+	char		server[16];		/* the product, "redis", "valkey"; "": unknown */
+	char		version[32];	/* that product's own version; "": unknown */
+	double		rtt_ms;			/* the PING's round trip; < 0: none */
+} RlProbeRow;
+
+/*
  * Why a store left a check unanswered: one of a small fixed set, named by
  * the store where the failure happens and carried to the failure policy
  * and to rl_stats.failures_* as it is.

@@ -38,6 +38,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "utils/guc.h"
 
 #include "rl_args.h"
 #include "rl_cache.h"
@@ -362,6 +363,41 @@ rl_engine_status(const char **endpoint, bool *connected, const char **server,
 	*server = status.server;
 	*last_error = status.last_error;
 	*last_error_at = status.last_error_at;
+}
+
+/*
+ * rl_ping(): the store of ratelimit.engine connects now and has each of
+ * its servers answer.  A server that cannot be used is an ERROR naming
+ * it, what failed and the setting to fix: this is the check that fails
+ * loudly, so the failure policy does not answer it.  SQLSTATE 08001
+ * before a link was open, 08004 when the server refused the client,
+ * 08006 when an open link broke or stalled.
+ */
+int
+rl_engine_probe(RlProbeRow *rows, int max)
+{
+	RlProbeFailure failure;
+	int			n;
+	const char *mode;
+
+	memset(&failure, 0, sizeof(failure));
+	n = rl_engine_store()->probe(rows, max, &failure);
+	if (n >= 0)
+		return n;
+	mode = GetConfigOption("ratelimit.failure_mode", false, false);
+	ereport(ERROR,
+			(errcode(failure.reason == RL_FAILED_REFUSED ?
+					 ERRCODE_SQLSERVER_REJECTED_ESTABLISHMENT_OF_SQLCONNECTION :
+					 failure.linked ? ERRCODE_CONNECTION_FAILURE :
+					 ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+			 errmsg("ratelimit cannot use %s: %s", failure.subject,
+					failure.what),
+			 errdetail("%s%sUntil it can, checks get the answer of ratelimit.failure_mode (\"%s\").",
+					   failure.detail,
+					   failure.detail[0] != '\0' ? " " : "",
+					   mode != NULL ? mode : "open"),
+			 errhint("%s", failure.hint)));
+	return 0;					/* keep compiler quiet */
 }
 
 /* _PG_init, preloaded: each store's shared memory and hooks. */

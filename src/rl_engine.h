@@ -55,6 +55,12 @@ extern void rl_engine_status(const char **endpoint, bool *connected,
 							 const char **server, const char **last_error,
 							 TimestampTz *last_error_at);
 
+/*
+ * rl_ping(): the store of ratelimit.engine reached now, a row per server
+ * into rows[0..return); an ERROR when one cannot be used.
+ */
+extern int	rl_engine_probe(RlProbeRow *rows, int max);
+
 /* _PG_init: the stores' shared memory and hooks. */
 extern void rl_engine_init(void);
 

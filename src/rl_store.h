@@ -154,6 +154,22 @@ typedef struct RlStoreStatus
 	TimestampTz last_error_at;
 } RlStoreStatus;
 
+/*
+ * Why a store's probe (rl_ping) failed: the server, what happened and
+ * whether the link was open by then, with the hint that names what to
+ * fix.  Filled by the store; the engine raises it as an ERROR.  No key
+ * or secret in any field.
+ */
+typedef struct RlProbeFailure
+{
+	RlFailReason reason;
+	bool		linked;			/* the connection was open: it broke or stalled */
+	char		subject[300];	/* "Redis server host:port" */
+	char		what[512];		/* what happened */
+	char		detail[300];	/* more, or "" */
+	char		hint[400];		/* the setting to fix, or what to check */
+} RlProbeFailure;
+
 typedef struct RlStoreOps
 {
 	const char *name;
@@ -180,6 +196,14 @@ typedef struct RlStoreOps
 
 	/* What rl_status() shows. */
 	void		(*status) (RlStoreStatus *status);
+
+	/*
+	 * rl_ping(): connects now, whatever the retry interval, and has each
+	 * server the store uses answer; rows[0..return) are theirs (at most
+	 * max).  -1 when one could not: *failure says which and why.  No
+	 * failure policy: this is the check that fails loudly.
+	 */
+	int			(*probe) (RlProbeRow *rows, int max, RlProbeFailure *failure);
 } RlStoreOps;
 
 extern const RlStoreOps rl_redis_store;	/* src/redis/rl_redis.c */

@@ -93,9 +93,9 @@ local:            store-interface
 # functions are checked (not variables); a rank may name a file that is
 # absent.  redis/: the bytes of a link, the nodes and their failures, round
 # trips, opening a link, the two topologies, readying a node for a call,
-# the scripts, the store's operations.
+# the scripts and rl_ping's probe, the store's operations.
 ORDER='
-redis/      rl_link.c rl_node.c rl_roundtrip.c rl_connect.c rl_cluster.c,rl_sentinel.c rl_conn.c rl_scripts.c rl_redis.c
+redis/      rl_link.c rl_node.c rl_roundtrip.c rl_connect.c rl_cluster.c,rl_sentinel.c rl_conn.c rl_scripts.c,rl_probe.c rl_redis.c
 '
 
 # Folders whose headers are private: "folder/ files that may include them too".

@@ -434,6 +434,23 @@ rl_local_partition_of(const char *key)
 	return -1;
 }
 
+/*
+ * rl_ping() on the local engine: no server to reach, the table is this
+ * server's shared memory; one row says so.
+ */
+static int
+rl_local_probe(RlProbeRow *rows, int max, RlProbeFailure *failure)
+{
+	rl_require_preload();
+	if (max < 1)
+		return 0;
+	memset(&rows[0], 0, sizeof(RlProbeRow));
+	rows[0].engine = "local";
+	rows[0].mode = NULL;
+	rows[0].rtt_ms = -1;
+	return 1;
+}
+
 const RlStoreOps rl_local_store = {
 	.name = "local",
 	.init = rl_local_init,
@@ -441,4 +458,5 @@ const RlStoreOps rl_local_store = {
 	.remove = rl_local_remove,
 	.partition = rl_local_partition_of,
 	.status = NULL,
+	.probe = rl_local_probe,
 };

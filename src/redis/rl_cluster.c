@@ -245,9 +245,10 @@ rl_cluster_fetch(RlNode *node, TimestampTz deadline)
  * no node is asked once it has passed, so masters that stall cost the
  * call its deadline once, not once each.  One connect_timeout also covers
  * the search, so a list of dead seeds costs at most that.  What the call
- * cannot route then gets the policy's answer.
+ * cannot route then gets the policy's answer.  True when a map was
+ * fetched.
  */
-static void
+static bool
 rl_cluster_refresh(TimestampTz deadline)
 {
 	TimestampTz now = GetCurrentTimestamp();
@@ -269,9 +270,9 @@ rl_cluster_refresh(TimestampTz deadline)
 				!rl_node_connected(node) || rl_node_resting(node))
 				continue;
 			if (GetCurrentTimestamp() >= deadline)
-				return;
+				return false;
 			if (rl_cluster_fetch(node, deadline))
-				return;
+				return true;
 		}
 	}
 
@@ -293,8 +294,9 @@ rl_cluster_refresh(TimestampTz deadline)
 		if (GetCurrentTimestamp() >= budget)
 			break;
 		if (rl_cluster_fetch(seed, deadline))
-			return;
+			return true;
 	}
+	return false;
 }
 
 /*
@@ -314,7 +316,7 @@ rl_cluster_route(int slot, TimestampTz deadline)
 	if (may_fetch && (!rl_map_loaded || rl_map_stale ||
 					  rl_map_failures_seen != rl_conn_failure_epoch() ||
 					  rl_slot_node[slot] == NULL))
-		rl_cluster_refresh(deadline);
+		(void) rl_cluster_refresh(deadline);
 	if (!rl_map_loaded)
 		return NULL;			/* every seed failed; recorded there */
 	node = rl_slot_node[slot];
@@ -325,6 +327,39 @@ rl_cluster_route(int slot, TimestampTz deadline)
 		rl_conn_failure(RL_FAILED_UNAVAILABLE, true, "no node of the cluster serves hash slot %d", slot);
 	}
 	return node;
+}
+
+/*
+ * rl_ping: the masters of a slot map fetched now, by the deadline, into
+ * masters[0..return), in the order of their first slot; *unserved is the
+ * number of slots no master serves.  -1 when no node gave a map (the
+ * failure is recorded on the last one asked).
+ */
+int
+rl_cluster_masters_now(RlNode **masters, int max, int *unserved,
+					   TimestampTz deadline)
+{
+	int			n = 0;
+
+	*unserved = 0;
+	if (!rl_cluster_refresh(deadline))
+		return -1;
+	for (int s = 0; s < RL_CLUSTER_SLOTS; s++)
+	{
+		RlNode	   *node = rl_slot_node[s];
+		int			k;
+
+		if (node == NULL)
+		{
+			(*unserved)++;
+			continue;
+		}
+		for (k = 0; k < n && masters[k] != node; k++)
+			;
+		if (k == n && n < max)
+			masters[n++] = node;
+	}
+	return n;
 }
 
 /*

@@ -37,5 +37,7 @@ extern void rl_cluster_moved(int slot, RlNode *node);
 extern void rl_cluster_mark_stale(void);
 extern void rl_cluster_reset(void);
 extern const char *rl_cluster_endpoint(void);
+extern int	rl_cluster_masters_now(RlNode **masters, int max, int *unserved,
+								   TimestampTz deadline);
 
 #endif							/* RL_CLUSTER_H */

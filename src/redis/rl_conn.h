@@ -97,6 +97,10 @@ extern uint64 rl_conn_failure_epoch(void);
 extern TimestampTz rl_conn_current_retry_at(void);
 extern void rl_free_replies(redisReply **replies, int n);
 extern void rl_conn_drop(void);
+extern void rl_conn_wake(void);
+
+/* rl_ping() on the Redis store (rl_probe.c). */
+extern int	rl_redis_probe(RlProbeRow *rows, int max, RlProbeFailure *failure);
 
 /* What rl_status() shows. */
 extern bool rl_conn_connected(void);

@@ -566,6 +566,17 @@ rl_conn_current_retry_at(void)
 	return rl_conn_cur != NULL ? rl_conn_cur->retry_at : 0;
 }
 
+/*
+ * rl_ping connects now: every node may be tried at once, whatever is left
+ * of its retry interval.  A node that fails again rests again.
+ */
+void
+rl_conn_wake(void)
+{
+	for (int i = 0; i < rl_num_nodes; i++)
+		rl_nodes[i]->retry_at = 0;
+}
+
 /* A successful round trip ends a run of failures. */
 void
 rl_conn_succeeded(void)

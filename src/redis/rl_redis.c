@@ -494,4 +494,5 @@ const RlStoreOps rl_redis_store = {
 	.remove = rl_redis_remove,
 	.partition = rl_redis_partition,
 	.status = rl_redis_status,
+	.probe = rl_redis_probe,
 };

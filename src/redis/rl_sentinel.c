@@ -76,6 +76,16 @@ rl_sentinel_reset(void)
 }
 
 /*
+ * rl_ping asks the Sentinels again before it trusts the master it knows:
+ * it reports what they say now.
+ */
+void
+rl_sentinel_mark_stale(void)
+{
+	rl_stale = true;
+}
+
+/*
  * Asks one Sentinel for the master's address, into host/port.  A failure
  * is recorded on the Sentinel only (rl_node.c keeps it quiet); the caller
  * reports what all of them said.

@@ -18,6 +18,7 @@
 extern bool rl_sentinel_check(void);
 extern bool rl_sentinel_confirm_role(RlNode *master);
 extern void rl_sentinel_reset(void);
+extern void rl_sentinel_mark_stale(void);
 extern const char *rl_sentinel_endpoint(void);
 
 #endif							/* RL_SENTINEL_H */
