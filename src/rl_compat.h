@@ -94,7 +94,7 @@ rl_create_wait_event_set(MemoryContext context, int nevents)
 
 /*
  * hiredis, for the files that include it first (the header is included
- * everywhere through ratelimit.h, hiredis only where Redis is spoken):
+ * everywhere through rl_types.h, hiredis only where Redis is spoken):
  * the element count of the createArray reply builder is an int in 0.14,
  * a size_t from 1.0 on.
  */

@@ -14,7 +14,7 @@
 #ifndef RL_ENGINE_H
 #define RL_ENGINE_H
 
-#include "ratelimit.h"
+#include "rl_types.h"
 
 /*
  * Keys per check of a statement (one script run in Redis).  A script blocks Redis while it runs, 12 to 30 us

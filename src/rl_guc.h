@@ -17,7 +17,7 @@
 #ifndef RL_GUC_H
 #define RL_GUC_H
 
-#include "ratelimit.h"
+#include "rl_types.h"
 
 extern int	rl_redis_mode;
 extern char *rl_redis_nodes;

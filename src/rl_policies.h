@@ -14,7 +14,7 @@
 #ifndef RL_POLICIES_H
 #define RL_POLICIES_H
 
-#include "ratelimit.h"
+#include "rl_types.h"
 
 /*
  * The limiter of the policy named by len bytes at name, into *limiter

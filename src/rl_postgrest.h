@@ -14,7 +14,7 @@
 #ifndef RL_POSTGREST_H
 #define RL_POSTGREST_H
 
-#include "ratelimit.h"
+#include "rl_types.h"
 
 extern bool rl_in_postgrest_request(void);
 extern char *rl_window_text(int64 window_us);

@@ -6,7 +6,7 @@
  *
  * Every backend counts into its own slot of an array in shared memory,
  * indexed by its number among the backends (rl_backend_number): the
- * RlCounters of ratelimit.h and a histogram of Redis round-trip times.
+ * RlCounters of rl_types.h and a histogram of Redis round-trip times.
  * Only the owner writes its slot, with plain stores (aligned 64-bit
  * stores are single-copy atomic on every platform PostgreSQL 15 runs its
  * own 64-bit atomics on); readers sum all slots without a lock.  No

@@ -27,7 +27,7 @@
 #ifndef RL_STORE_H
 #define RL_STORE_H
 
-#include "ratelimit.h"
+#include "rl_types.h"
 
 /*
  * Why a store could not answer, kept by the store for the source of the

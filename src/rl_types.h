@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * ratelimit.h
+ * rl_types.h
  *	  The types every layer of the ratelimit extension shares: algorithms,
  *	  limiters, answers, failure reasons, counters, and the SQLSTATEs of
  *	  its own.  Types only: settings are in rl_guc.h, functions in each
@@ -9,12 +9,12 @@
  * Copyright (c) 2026, ratelimit developers
  *
  * IDENTIFICATION
- *	  src/ratelimit.h
+ *	  src/rl_types.h
  *
  *-------------------------------------------------------------------------
  */
-#ifndef RATELIMIT_H
-#define RATELIMIT_H
+#ifndef RL_TYPES_H
+#define RL_TYPES_H
 
 #include "datatype/timestamp.h"
 
@@ -187,4 +187,4 @@ typedef struct RlCounters
 /* A policy's name: 1 to this many bytes of [A-Za-z0-9_.:-]. */
 #define RL_MAX_POLICY_NAME	63
 
-#endif							/* RATELIMIT_H */
+#endif							/* RL_TYPES_H */

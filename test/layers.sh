@@ -39,7 +39,7 @@
 # shell glob over the path relative to SRCDIR ("*" does not cross a "/").
 # A plain name also stands for a generated file that may be absent.
 LAYERS='
-ratelimit.h                 leaf
+rl_types.h                  leaf
 rl_guc.h                    leaf
 rl_compat.h                 leaf
 rl_guc.c                    leaf

@@ -26,12 +26,12 @@ my $tmp = tempdir('rl_layers_XXXX', TMPDIR => 1, CLEANUP => 1);
 # header included from ratelimit.c, hiredis under redis/, and the words
 # "extern" and "#include" where they do not count (a comment, a string).
 my %good = (
-	'ratelimit.h' => "typedef struct RlAnswer { int allowed; } RlAnswer;\n",
-	'rl_guc.h' => "#include \"ratelimit.h\"\n\nextern PGDLLIMPORT int rl_setting;\n"
+	'rl_types.h' => "typedef struct RlAnswer { int allowed; } RlAnswer;\n",
+	'rl_guc.h' => "#include \"rl_types.h\"\n\nextern PGDLLIMPORT int rl_setting;\n"
 	  . "extern void rl_guc_define(void);\n",
 	'rl_guc.c' => "#include \"postgres.h\"\n\n#include \"utils/guc.h\"\n\n#include \"rl_guc.h\"\n\n"
 	  . "int			rl_setting = 1;\n\n/* Defines the settings. */\nvoid\nrl_guc_define(void)\n{\n}\n",
-	'rl_args.h' => "#include \"ratelimit.h\"\n\nextern int	rl_check_key(const char *key,\n"
+	'rl_args.h' => "#include \"rl_types.h\"\n\nextern int	rl_check_key(const char *key,\n"
 	  . "						 int len);\n",
 	'rl_args.c' => "#include \"postgres.h\"\n\n#include \"rl_args.h\"\n#include \"rl_guc.h\"\n\n"
 	  . "static int\nrl_key_len(const char *key)\n{\n\treturn strlen(key);\n}\n\n"
@@ -39,7 +39,7 @@ my %good = (
 	  . "rl_check_key(const char *key,\n			 int len)\n{\n"
 	  . "\tconst char *s = \"#include \\\"rl_engine.h\\\" extern\";\n\n"
 	  . "\treturn rl_key_len(key) + len + (s != NULL);\n}\n",
-	'rl_stats.h' => "#include \"ratelimit.h\"\n\nextern void rl_stats_count(int n);\n"
+	'rl_stats.h' => "#include \"rl_types.h\"\n\nextern void rl_stats_count(int n);\n"
 	  . "extern void rl_stats_limiters_reset(void);\n",
 	'rl_stats.c' => "#include \"postgres.h\"\n\n#include \"rl_stats.h\"\n\n"
 	  . "void\nrl_stats_count(int n)\n{\n\t(void) n;\n}\n",
@@ -47,10 +47,10 @@ my %good = (
 	  . "PG_FUNCTION_INFO_V1(rl_stats_limiters);\n\n/* SQL-callable: declared by the macro. */\n"
 	  . "Datum\nrl_stats_limiters(PG_FUNCTION_ARGS)\n{\n\tPG_RETURN_VOID();\n}\n\n"
 	  . "void\nrl_stats_limiters_reset(void)\n{\n}\n",
-	'rl_cache.h' => "#include \"ratelimit.h\"\n\nextern bool rl_cache_denied(const char *key);\n",
+	'rl_cache.h' => "#include \"rl_types.h\"\n\nextern bool rl_cache_denied(const char *key);\n",
 	'rl_cache.c' => "#include \"postgres.h\"\n\n#include \"rl_cache.h\"\n#include \"rl_stats.h\"\n\n"
 	  . "bool\nrl_cache_denied(const char *key)\n{\n\treturn key == NULL;\n}\n",
-	'rl_store.h' => "#include \"ratelimit.h\"\n\ntypedef struct RlStore\n{\n"
+	'rl_store.h' => "#include \"rl_types.h\"\n\ntypedef struct RlStore\n{\n"
 	  . "\tbool		(*check) (const char *key, RlAnswer *answer);\n} RlStore;\n\n"
 	  . "extern const RlStore *rl_redis_store(void);\nextern const RlStore *rl_local_store(void);\n",
 	'redis/rl_redis.h' => "#include <hiredis/hiredis.h>\n\n#include \"rl_store.h\"\n\n"
@@ -67,7 +67,7 @@ my %good = (
 	'rl_policy.h' => "#include \"rl_store.h\"\n\nextern RlAnswer rl_policy_answer(int reason);\n",
 	'rl_policy.c' => "#include \"postgres.h\"\n\n#include \"rl_policy.h\"\n#include \"rl_guc.h\"\n\n"
 	  . "RlAnswer\nrl_policy_answer(int reason)\n{\n\tRlAnswer	a = {reason};\n\n\treturn a;\n}\n",
-	'rl_engine.h' => "#include \"ratelimit.h\"\n\nextern RlAnswer rl_check(const char *key);\n",
+	'rl_engine.h' => "#include \"rl_types.h\"\n\nextern RlAnswer rl_check(const char *key);\n",
 	'rl_engine.c' => "#include \"postgres.h\"\n\n#include \"rl_engine.h\"\n#include \"rl_policy.h\"\n"
 	  . "#include \"rl_store.h\"\n#include \"rl_cache.h\"\n\n"
 	  . "RlAnswer\nrl_check(const char *key)\n{\n\treturn rl_policy_answer(key == NULL);\n}\n",
@@ -78,10 +78,10 @@ my %good = (
 	'rl_batch.c' => "#include \"postgres.h\"\n\n#include \"rl_engine.h\"\n#include \"rl_args.h\"\n",
 	'rl_layered.c' => "#include \"postgres.h\"\n\n#include \"rl_engine.h\"\n",
 	'rl_acquire.c' => "#include \"postgres.h\"\n\n#include \"rl_engine.h\"\n",
-	'rl_postgrest.h' => "#include \"ratelimit.h\"\n\nextern bool rl_in_postgrest(void);\n",
+	'rl_postgrest.h' => "#include \"rl_types.h\"\n\nextern bool rl_in_postgrest(void);\n",
 	'rl_postgrest.c' => "#include \"postgres.h\"\n\n#include \"rl_postgrest.h\"\n#include \"rl_engine.h\"\n\n"
 	  . "bool\nrl_in_postgrest(void)\n{\n\treturn false;\n}\n",
-	'trigger/rl_trigger.h' => "#include \"commands/trigger.h\"\n\n#include \"ratelimit.h\"\n\n"
+	'trigger/rl_trigger.h' => "#include \"commands/trigger.h\"\n\n#include \"rl_types.h\"\n\n"
 	  . "extern void rl_trigger_init(void);\n",
 	'trigger/rl_trigger.c' => "#include \"postgres.h\"\n\n#include \"rl_trigger.h\"\n#include \"rl_engine.h\"\n"
 	  . "#include \"rl_postgrest.h\"\n\nvoid\nrl_trigger_init(void)\n{\n}\n",
