@@ -7,7 +7,7 @@
  * check each key against one limiter (rl_engine_check_keys); layered
  * rules and the row trigger check rules together (rl_engine_check_rules);
  * the statement trigger checks a statement's keys (rl_engine_check_
- * statement, and rl_engine_spread.c when they span a store's partitions).
+ * statement, in rl_engine_spread.c, which runs the same steps).
  * Each builds RlChecks (rl_store.h) and hands them to rl_engine_run,
  * which does, once, in this order:
  *
@@ -172,7 +172,7 @@ rl_engine_settle(RlCheck *checks, int n, const bool *cached, bool remember)
 }
 
 /* Steps 1 to 5, for checks that each stand alone. */
-static void
+void
 rl_engine_run(RlCheck *checks, int n, RlWaitWork work)
 {
 	bool	   *cached = palloc(sizeof(bool) * n);
@@ -250,55 +250,6 @@ rl_engine_check_rules(char **store_keys, const RlLimiter *limiters,
 	rl_engine_run(&c, 1, NULL);
 	*answer = c.answer;
 	return c.tightest;
-}
-
-/*
- * A statement's n keys against one limiter (keys[i] costs costs[i]):
- * RL_STATEMENT_CHUNK keys per check, in the order given.  When the store
- * has one partition, the checks run one round trip after the other, each
- * all or nothing, and the first refusal ends the statement: the chunks
- * before it stay consumed, as a row trigger's earlier rows do; so a
- * statement of up to RL_STATEMENT_CHUNK keys is all or nothing.  Across
- * partitions (hash slots), rl_engine_spread.  wait_work runs while the
- * store waits (the statement's WAL flush).  Returns the refused key (-1
- * if none is known) and fills *answer; answer->allowed when admitted.
- */
-int
-rl_engine_check_statement(char **store_keys, const RlLimiter *limiter,
-						  const int64 *costs, int n, void (*wait_work) (void),
-						  RlAnswer *answer)
-{
-	const RlStoreOps *store = rl_engine_store();
-
-	memset(answer, 0, sizeof(RlAnswer));
-	answer->allowed = true;
-	answer->known = true;
-	if (n == 0)
-		return -1;
-	if (store->partition(store_keys[0]) >= 0)
-		return rl_engine_spread(store, store_keys, limiter, costs, n,
-								RL_STATEMENT_CHUNK, wait_work, answer);
-
-	for (int start = 0; start < n; start += RL_STATEMENT_CHUNK)
-	{
-		RlCheck		c = {0};
-
-		CHECK_FOR_INTERRUPTS();
-		c.nrules = Min(RL_STATEMENT_CHUNK, n - start);
-		c.keys = store_keys + start;
-		c.limiters = limiter;
-		c.costs = costs + start;
-		c.rules = true;
-		c.uniform = c.nrules > 1;
-		rl_counters.calls++;
-		rl_engine_run(&c, 1, wait_work);
-		if (!c.answer.allowed)
-		{
-			*answer = c.answer;
-			return c.tightest >= 0 ? start + c.tightest : -1;
-		}
-	}
-	return -1;
 }
 
 /*

@@ -2,7 +2,7 @@
  *
  * rl_engine_int.h
  *	  Inside the engine only (rl_engine.c, rl_engine_spread.c): the steps
- *	  of one check, for a statement whose keys span a store's partitions.
+ *	  of a check, which rl_engine_spread.c runs for a statement's keys.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -22,9 +22,6 @@ extern void rl_engine_ask(RlCheck *checks, int n, RlWaitWork work,
 						  bool *cached);
 extern void rl_engine_settle(RlCheck *checks, int n, const bool *cached,
 							 bool remember);
-extern int	rl_engine_spread(const RlStoreOps *store, char **keys,
-							 const RlLimiter *limiter, const int64 *costs,
-							 int n, int chunk, RlWaitWork work,
-							 RlAnswer *answer);
+extern void rl_engine_run(RlCheck *checks, int n, RlWaitWork work);
 
 #endif							/* RL_ENGINE_INT_H */

@@ -1,13 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * rl_engine_spread.c
- *	  A statement's keys across a store's partitions (Redis Cluster's hash
- *	  slots): one check per partition, a check round, then a consume round.
+ *	  A statement's keys: RL_STATEMENT_CHUNK to a check, and across a
+ *	  store's partitions (Redis Cluster's hash slots) one check per
+ *	  partition, a check round, then a consume round.
  *
  * A Lua script may touch keys of one hash slot only, and a statement's
  * keys are spread over many slots (and masters).  So when the store has
- * partitions (RlStoreOps.partition), rl_engine_check_statement hands its
- * keys here.  They are grouped by partition, each partition's keys (chunk
+ * partitions (RlStoreOps.partition), rl_engine_check_statement (at the
+ * end of this file) hands its keys to rl_engine_spread.  They are grouped by partition, each partition's keys (chunk
  * at most per check) become one check of uniform rules, and the checks go
  * to the store together (it pipelines them per master, every master at
  * once).
@@ -193,7 +194,7 @@ rl_spread_settle(char **keys, const RlLimiter *limiter, const int64 *costs,
  * most per check.  Returns the refused key (-1 if none is known), with
  * *answer; answer->allowed when admitted.
  */
-int
+static int
 rl_engine_spread(const RlStoreOps *store, char **keys,
 				 const RlLimiter *limiter, const int64 *costs, int n,
 				 int chunk, RlWaitWork work, RlAnswer *answer)
@@ -249,4 +250,53 @@ rl_engine_spread(const RlStoreOps *store, char **keys,
 		elog(DEBUG1, "ratelimit: statement refused in the consume round of %d checks across partitions",
 			 nchecks);
 	return rl_spread_settle(keys, limiter, costs, refusal, answer);
+}
+
+/*
+ * A statement's n keys against one limiter (keys[i] costs costs[i]):
+ * RL_STATEMENT_CHUNK keys per check, in the order given.  When the store
+ * has one partition, the checks run one round trip after the other, each
+ * all or nothing, and the first refusal ends the statement: the chunks
+ * before it stay consumed, as a row trigger's earlier rows do; so a
+ * statement of up to RL_STATEMENT_CHUNK keys is all or nothing.  Across
+ * partitions (hash slots), rl_engine_spread.  wait_work runs while the
+ * store waits (the statement's WAL flush).  Returns the refused key (-1
+ * if none is known) and fills *answer; answer->allowed when admitted.
+ */
+int
+rl_engine_check_statement(char **store_keys, const RlLimiter *limiter,
+						  const int64 *costs, int n, void (*wait_work) (void),
+						  RlAnswer *answer)
+{
+	const RlStoreOps *store = rl_engine_store();
+
+	memset(answer, 0, sizeof(RlAnswer));
+	answer->allowed = true;
+	answer->known = true;
+	if (n == 0)
+		return -1;
+	if (store->partition(store_keys[0]) >= 0)
+		return rl_engine_spread(store, store_keys, limiter, costs, n,
+								RL_STATEMENT_CHUNK, wait_work, answer);
+
+	for (int start = 0; start < n; start += RL_STATEMENT_CHUNK)
+	{
+		RlCheck		c = {0};
+
+		CHECK_FOR_INTERRUPTS();
+		c.nrules = Min(RL_STATEMENT_CHUNK, n - start);
+		c.keys = store_keys + start;
+		c.limiters = limiter;
+		c.costs = costs + start;
+		c.rules = true;
+		c.uniform = c.nrules > 1;
+		rl_counters.calls++;
+		rl_engine_run(&c, 1, wait_work);
+		if (!c.answer.allowed)
+		{
+			*answer = c.answer;
+			return c.tightest >= 0 ? start + c.tightest : -1;
+		}
+	}
+	return -1;
 }
