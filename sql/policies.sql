@@ -394,5 +394,22 @@ RESET ratelimit.failure_mode;
 RESET ratelimit.redis_port;
 RESET ratelimit.redis_nodes;
 
+-- The cache: a policy's first call in a session reads rl_policies once,
+-- later calls never (pg_stat_xact_user_tables counts this backend's scans
+-- of the table not yet reported; the INSERT's commit emptied the cache).
+INSERT INTO rl_policies (name, algo, "limit", "window")
+	VALUES ('p.cached', 'fixed_window', 100, '1 minute');
+BEGIN;
+SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) AS reads0
+	FROM pg_stat_xact_user_tables WHERE relname = 'rl_policies' \gset
+SELECT allowed FROM rl_allow('cache:a', 'p.cached');
+SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) - :reads0 AS reads_first_call
+	FROM pg_stat_xact_user_tables WHERE relname = 'rl_policies';
+SELECT count(*) FILTER (WHERE r.allowed) AS allowed
+	FROM generate_series(1, 50) g, LATERAL rl_allow('cache:' || g, 'p.cached') r;
+SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) - :reads0 AS reads_after_51_calls
+	FROM pg_stat_xact_user_tables WHERE relname = 'rl_policies';
+COMMIT;
+
 DELETE FROM rl_policies;
 DROP TABLE pol_posts;
