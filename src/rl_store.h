@@ -90,7 +90,28 @@ typedef struct RlCheck
 	RlAnswer	answer;
 	int			tightest;		/* the rule that decided, from 0 */
 	RlFailure  *failure;		/* unanswered: why */
+
+	/*
+	 * NULL, or one per rule, filled by the store when it admits the check
+	 * (a rule that consumed nothing: zeros): what the engine needs to give
+	 * the cost back if the transaction aborts (rl_refund.c).
+	 */
+	RlReceipt  *receipts;
 } RlCheck;
+
+/*
+ * One admitted rule to give back: its store key, limiter, cost and
+ * receipt.  The store sets done when the refund was delivered (whether or
+ * not the state still held anything to give back).
+ */
+typedef struct RlRefund
+{
+	const char *key;
+	RlLimiter	limiter;
+	int64		cost;
+	RlReceipt	receipt;
+	bool		done;
+} RlRefund;
 
 static inline const RlLimiter *
 rl_check_limiter_of(const RlCheck *check, int rule)
@@ -204,6 +225,15 @@ typedef struct RlStoreOps
 	 * failure policy: this is the check that fails loudly.
 	 */
 	int			(*probe) (RlProbeRow *rows, int max, RlProbeFailure *failure);
+
+	/*
+	 * Gives back what admitted rules took (their transaction aborted):
+	 * one round trip per node, with the command timeout.  Sets done on
+	 * each refund delivered; one that could not be is left undone and
+	 * never sent again.  Runs while a transaction aborts: the caller
+	 * (rl_refund.c) guards against an ERROR, but a store should raise none.
+	 */
+	void		(*refund) (RlRefund *refunds, int n);
 } RlStoreOps;
 
 extern const RlStoreOps rl_redis_store;	/* src/redis/rl_redis.c */

@@ -109,6 +109,19 @@ rl_capacity(const RlLimiter *limiter)
 	return limiter->burst > 0 ? limiter->burst : limiter->limit;
 }
 
+/*
+ * What an admitted rule took, as its store recorded it, so that it can be
+ * given back exactly when the work it admitted is rolled back (a refund,
+ * lua/refund.lua): two whole numbers whose meaning is the algorithm's
+ * (the window charged, or the sliding log's member; zero where the
+ * algorithm needs only the cost).
+ */
+typedef struct RlReceipt
+{
+	int64		r1;
+	int64		r2;
+} RlReceipt;
+
 /* The answer of one check, as rl_result reports it. */
 typedef struct RlAnswer
 {

@@ -15,9 +15,13 @@
 
 #include "rl_conn.h"
 
-/* Script table indexes: one per algorithm, then the layered script. */
+/*
+ * Script table indexes: one per algorithm, then the layered script, then
+ * the refund script (lua/refund.lua).
+ */
 #define RL_SCRIPT_LAYERED	RL_NUM_ALGORITHMS
-#define RL_NUM_SCRIPTS		(RL_NUM_ALGORITHMS + 1)
+#define RL_SCRIPT_REFUND	(RL_NUM_ALGORITHMS + 1)
+#define RL_NUM_SCRIPTS		(RL_NUM_ALGORITHMS + 2)
 
 /* One script call: its keys, then its other arguments. */
 typedef struct RlScriptCall
