@@ -5,7 +5,7 @@
 # nothing under lua/ is read at run time.
 
 EXTENSION = ratelimit
-EXTVERSION = 0.5.0
+EXTVERSION = 0.6.0
 
 MODULE_big = ratelimit
 OBJS = \
@@ -40,12 +40,14 @@ OBJS = \
 	src/local/rl_local_algo.o \
 	src/local/rl_local_log.o \
 	src/local/rl_local_run.o \
-	src/rl_acquire.o
+	src/rl_acquire.o \
+	src/rl_refund.o
 
 DATA = sql/ratelimit--0.1.0.sql sql/ratelimit--0.1.0--0.2.0.sql \
 	sql/ratelimit--0.2.0.sql sql/ratelimit--0.2.0--0.3.0.sql \
 	sql/ratelimit--0.3.0.sql sql/ratelimit--0.3.0--0.4.0.sql \
 	sql/ratelimit--0.4.0.sql sql/ratelimit--0.4.0--0.5.0.sql \
+	sql/ratelimit--0.5.0.sql sql/ratelimit--0.5.0--0.6.0.sql \
 	sql/ratelimit--$(EXTVERSION).sql
 PGFILEDESC = "ratelimit - distributed rate limiting over Redis"
 
@@ -59,7 +61,7 @@ SHLIB_LINK += -lhiredis -lssl -lcrypto
 
 # pg_regress suites; each needs a Redis server reachable through the
 # settings in the server's configuration (test/check.sh provides both).
-REGRESS = basic algorithms burst acquire errors settings local shadow stats batch layered triggers postgrest examples policies policy_changes ping
+REGRESS = basic algorithms burst acquire errors settings local shadow stats batch layered triggers postgrest examples policies policy_changes ping refunds
 REGRESS_OPTS = --load-extension=ratelimit
 
 LUA_SCRIPTS = $(wildcard lua/*.lua)

@@ -16,6 +16,8 @@
  *	2. the store (ratelimit.engine: src/redis/ or src/local/) answers the
  *	   rest, or leaves some unanswered with the reason;
  *	3. the failure policy (rl_policy.c) answers what the store left;
+ *	   what a store admitted for a limiter that refunds is kept, to be
+ *	   given back if the work aborts (rl_refund.c);
  *	4. the counters (rl_status, rl_stats), the statistics per limiter of a
  *	   denial (rl_stats_limiters) and the deny cache's new entries;
  *	5. shadow mode (ratelimit.enforce off, or the check's policies'
@@ -87,6 +89,8 @@ rl_engine_ask(RlCheck *checks, int n, RlWaitWork work, bool *cached)
 			rl_cache_lookup(c->keys[0], &c->limiters[0], c->costs[0],
 							&c->answer);
 		c->answered = cached[i];
+		c->receipts = !cached[i] && rl_refund_wanted(c) ?
+			palloc0(sizeof(RlReceipt) * c->nrules) : NULL;
 		m += !cached[i];
 	}
 	if (m == 0)
@@ -111,6 +115,15 @@ rl_engine_ask(RlCheck *checks, int n, RlWaitWork work, bool *cached)
 		unanswered |= !ask[k].answered;
 	if (unanswered)
 		rl_policy_answer(store, ask, m);
+
+	/* What a store admitted, kept to be given back if the work aborts. */
+	for (int k = 0; k < m; k++)
+	{
+		RlCheck    *c = &ask[k];
+
+		if (c->receipts != NULL && c->answer.known && c->answer.allowed)
+			rl_refund_keep(c, c->failed_over ? &rl_local_store : store);
+	}
 	if (ask != checks)
 	{
 		for (int k = 0; k < m; k++)
@@ -245,7 +258,8 @@ rl_engine_check_rules(char **store_keys, const RlLimiter *limiters,
 			limiters[i].policy == limiters[0].policy &&
 			limiters[i].shadow == limiters[0].shadow &&
 			limiters[i].failure_mode == limiters[0].failure_mode &&
-			limiters[i].carry == limiters[0].carry;
+			limiters[i].carry == limiters[0].carry &&
+			limiters[i].refund == limiters[0].refund;
 	rl_counters.calls++;
 	rl_engine_run(&c, 1, NULL);
 	*answer = c.answer;

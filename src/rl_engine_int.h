@@ -24,4 +24,8 @@ extern void rl_engine_settle(RlCheck *checks, int n, const bool *cached,
 							 bool remember);
 extern void rl_engine_run(RlCheck *checks, int n, RlWaitWork work);
 
+/* rl_refund.c: refunds of aborted work */
+extern bool rl_refund_wanted(const RlCheck *check);
+extern void rl_refund_keep(const RlCheck *check, const RlStoreOps *store);
+
 #endif							/* RL_ENGINE_INT_H */

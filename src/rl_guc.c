@@ -53,6 +53,7 @@ int			rl_failure_mode = RL_FAIL_OPEN;
 int			rl_retry_interval = 1000;
 char	   *rl_key_prefix = NULL;
 bool		rl_enforce = true;
+bool		rl_refund_on_abort = false;
 bool		rl_stats_enabled = true;
 int			rl_stats_max_limiters = 1000;
 int			rl_max_policies = 1000;
@@ -729,6 +730,17 @@ rl_define_settings(void)
 							 "When off, every check runs and is counted as usual, denials included, but every call is answered as allowed.",
 							 &rl_enforce,
 							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL,
+							 NULL,
+							 NULL);
+
+	DefineCustomBoolVariable("ratelimit.refund_on_abort",
+							 "Gives back what a call by parameters took when its transaction aborts.",
+							 "Applies to rl_allow and its kin called with an algorithm, limit and window; named policies follow their refund_on_abort column, triggers their refund option.  Refunded work could be repeated for free, so only work done inside the transaction should be refunded.",
+							 &rl_refund_on_abort,
+							 false,
 							 PGC_SUSET,
 							 0,
 							 NULL,

@@ -40,6 +40,7 @@ extern int	rl_retry_interval;
 extern char *rl_key_prefix;
 extern bool rl_isolate_databases;
 extern bool rl_enforce;
+extern bool rl_refund_on_abort;
 extern bool rl_stats_enabled;
 extern int	rl_stats_max_limiters;
 extern int	rl_max_policies;

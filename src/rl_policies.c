@@ -72,8 +72,19 @@ enum
 	RL_POL_ENFORCE,
 	RL_POL_FAILURE_MODE,
 	RL_POL_DESCRIPTION,
+	RL_POL_REFUND,				/* 0.6.0 */
 	RL_POL_NATTS
 };
+
+/* A catalog of 0.5.0, not yet updated, has no refund_on_abort. */
+#define RL_POL_NATTS_0_5	RL_POL_REFUND
+
+/* Whether a tuple descriptor is rl_policies' of this version or 0.5.0's. */
+static inline bool
+rl_policies_shape(TupleDesc desc)
+{
+	return desc->natts == RL_POL_NATTS || desc->natts == RL_POL_NATTS_0_5;
+}
 
 typedef struct RlPolicyEntry
 {
@@ -131,7 +142,8 @@ rl_policy_unknown(const char *name, int len)
  * here (the caller saw to it).
  */
 static void
-rl_policy_from_row(const Datum *values, const bool *nulls, RlLimiter *l)
+rl_policy_from_row(const Datum *values, const bool *nulls, int natts,
+				   RlLimiter *l)
 {
 	text	   *name = DatumGetTextPP(values[RL_POL_NAME]);
 
@@ -148,6 +160,8 @@ rl_policy_from_row(const Datum *values, const bool *nulls, RlLimiter *l)
 		l->failure_mode = 1 +
 			rl_parse_failure_mode(TextDatumGetCString(values[RL_POL_FAILURE_MODE]));
 	l->carry = true;
+	l->refund = natts > RL_POL_REFUND && !nulls[RL_POL_REFUND] &&
+		DatumGetBool(values[RL_POL_REFUND]) ? RL_REFUND_ON : RL_REFUND_OFF;
 }
 
 #if PG_VERSION_NUM < 160000
@@ -219,7 +233,7 @@ rl_policies_read(const char *name, RlLimiter *limiter)
 	if (!OidIsValid(rl_policies_relid))
 		rl_policies_locate();
 	rel = table_open(rl_policies_relid, AccessShareLock);
-	if (RelationGetDescr(rel)->natts != RL_POL_NATTS)
+	if (!rl_policies_shape(RelationGetDescr(rel)))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the table rl_policies has %d columns, not %d",
@@ -237,7 +251,7 @@ rl_policies_read(const char *name, RlLimiter *limiter)
 		bool		nulls[RL_POL_NATTS];
 
 		heap_deform_tuple(tuple, RelationGetDescr(rel), values, nulls);
-		rl_policy_from_row(values, nulls, limiter);
+		rl_policy_from_row(values, nulls, RelationGetDescr(rel)->natts, limiter);
 		found = true;
 	}
 	systable_endscan(scan);
@@ -328,7 +342,7 @@ rl_policies_check(PG_FUNCTION_ARGS)
 	tuple = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ?
 		td->tg_newtuple : td->tg_trigtuple;
 	desc = RelationGetDescr(td->tg_relation);
-	if (desc->natts != RL_POL_NATTS)
+	if (!rl_policies_shape(desc))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the table rl_policies has %d columns, not %d",
@@ -338,7 +352,7 @@ rl_policies_check(PG_FUNCTION_ARGS)
 	/* A null in a NOT NULL column: the constraint says so, after us. */
 	if (!nulls[RL_POL_NAME] && !nulls[RL_POL_ALGO] && !nulls[RL_POL_LIMIT] &&
 		!nulls[RL_POL_WINDOW])
-		rl_policy_from_row(values, nulls, &limiter);
+		rl_policy_from_row(values, nulls, desc->natts, &limiter);
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(td->tg_relation));
 	return PointerGetDatum(tuple);
 }

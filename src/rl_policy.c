@@ -16,6 +16,8 @@
  *   failures it did not report;
  * - the counters of those answers (rl_status: fail_open, fail_closed,
  *   fail_local);
+ * - the WARNING for refunds of aborted work that could not be given back
+ *   (rl_refund.c counts them), at most once a minute per backend;
  * - rl_reset's rule: administrative, so a store that cannot forget the
  *   keys is an ERROR whatever the mode, and under failure_mode = local
  *   (the server's, or a policy's) the local store's copy is forgotten too.
@@ -286,4 +288,37 @@ rl_policy_remove(const RlStoreOps *store, char **keys, int n, bool local)
 			 errmsg("%s is unavailable", failure->subject),
 			 errdetail_internal("%s", detail)));
 	return false;				/* keep compiler quiet */
+}
+
+/*
+ * Refunds of aborted work that could not be given back: counted by the
+ * caller, warned of here like a failure of a store, the first at once,
+ * then at most once a minute, the next one telling how many were lost
+ * meanwhile.  why is the store's words (no key or secret), or NULL.
+ */
+void
+rl_policy_refunds_lost(int64 n, const char *why)
+{
+	static TimestampTz last_warning = 0;
+	static int64 unwarned = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (last_warning != 0 &&
+		!TimestampDifferenceExceeds(last_warning, now, RL_WARN_INTERVAL_MS))
+	{
+		unwarned += n;
+		return;
+	}
+	ereport(WARNING,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("ratelimit could not give back " INT64_FORMAT " refunds of aborted work",
+					n + unwarned),
+			 errdetail("%s%sThe limiters keep what those checks took until it expires; a refund is never sent twice.",
+					   why != NULL ? why : "",
+					   why != NULL ? ". " : ""),
+			 unwarned > 0 ?
+			 errhint(INT64_FORMAT " of them were lost since the last such warning, which is given at most once a minute.",
+					 unwarned) : 0));
+	last_warning = now;
+	unwarned = 0;
 }

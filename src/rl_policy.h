@@ -16,6 +16,7 @@
 #include "rl_store.h"
 
 extern void rl_policy_answer(const RlStoreOps *store, RlCheck *checks, int n);
+extern void rl_policy_refunds_lost(int64 n, const char *why);
 extern bool rl_policy_remove(const RlStoreOps *store, char **keys, int n,
 							 bool local);
 

@@ -57,7 +57,9 @@ PG_FUNCTION_INFO_V1(rl_stats_reset);
 #define RL_RTT_BUCKETS		(RL_RTT_LAST + 1)
 
 /* The columns of rl_stats(). */
-#define RL_STATS_COLS		(19 + RL_NUM_FAIL_REASONS)
+#define RL_STATS_COLS		(21 + RL_NUM_FAIL_REASONS)
+/* rl_stats() of a catalog not yet updated to 0.6.0: no refunds columns. */
+#define RL_STATS_COLS_0_5	(19 + RL_NUM_FAIL_REASONS)
 
 typedef struct RlStatsSlot
 {
@@ -356,6 +358,11 @@ rl_stats(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum(c->fail_open);
 	values[i++] = Int64GetDatum(c->fail_closed);
 	values[i++] = Int64GetDatum(c->fail_local);
+	if (desc->natts != RL_STATS_COLS_0_5)
+	{
+		values[i++] = Int64GetDatum(c->refunds);
+		values[i++] = Int64GetDatum(c->refunds_lost);
+	}
 	values[i++] = Int64GetDatum(c->failures);
 	for (int r = 0; r < RL_NUM_FAIL_REASONS; r++)
 		values[i++] = Int64GetDatum(c->failed[r]);
@@ -372,7 +379,9 @@ rl_stats(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum(evicted);
 	values[i++] = Int64GetDatum(entries);
 	values[i++] = TimestampTzGetDatum(reset);
-	Assert(i == RL_STATS_COLS);
+	if (i != desc->natts)
+		elog(ERROR, "rl_stats() has %d columns in the catalog, the library makes %d: run ALTER EXTENSION ratelimit UPDATE",
+			 desc->natts, i);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }
 

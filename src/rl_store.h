@@ -230,10 +230,11 @@ typedef struct RlStoreOps
 	 * Gives back what admitted rules took (their transaction aborted):
 	 * one round trip per node, with the command timeout.  Sets done on
 	 * each refund delivered; one that could not be is left undone and
-	 * never sent again.  Runs while a transaction aborts: the caller
-	 * (rl_refund.c) guards against an ERROR, but a store should raise none.
+	 * never sent again, and the failure that kept it is returned (NULL:
+	 * none).  Runs while a transaction aborts: the caller (rl_refund.c)
+	 * guards against an ERROR, but a store should raise none.
 	 */
-	void		(*refund) (RlRefund *refunds, int n);
+	RlFailure  *(*refund) (RlRefund *refunds, int n);
 } RlStoreOps;
 
 extern const RlStoreOps rl_redis_store;	/* src/redis/rl_redis.c */

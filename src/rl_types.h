@@ -100,7 +100,19 @@ typedef struct RlLimiter
 	int			policy;
 	bool		shadow;
 	int			failure_mode;
+
+	/*
+	 * Whether what a check took is given back when its transaction or
+	 * subtransaction aborts (rl_refund.c): RL_REFUND_SERVER (0, the
+	 * parameter forms) follows ratelimit.refund_on_abort; a policy sets
+	 * its refund_on_abort, a trigger its option (default on).
+	 */
+	int			refund;
 } RlLimiter;
+
+#define RL_REFUND_SERVER	0
+#define RL_REFUND_ON		1
+#define RL_REFUND_OFF		2
 
 /* The most one call can ask for: the burst where one is set, else the limit. */
 static inline int64
@@ -188,6 +200,8 @@ typedef struct RlCounters
 	int64		failed[RL_NUM_FAIL_REASONS];	/* failures by reason */
 
 	int64		fail_local;		/* answered by the local engine for Redis */
+	int64		refunds;		/* refunds of aborted work given back */
+	int64		refunds_lost;	/* ... that could not be (rl_refund.c) */
 } RlCounters;
 
 /* SQLSTATE of a denial raised by the triggers; PostgREST answers 429. */

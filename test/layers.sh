@@ -57,6 +57,7 @@ rl_policy.[ch]              policy
 rl_engine.[ch]              engine
 rl_engine_int.h             engine
 rl_engine_spread.c          engine
+rl_refund.c                 engine
 ratelimit.c                 entry
 rl_batch.c                  entry
 rl_layered.c                entry

@@ -157,4 +157,5 @@ extern void rl_local_write(int algorithm, RlLocalEntry *entry,
 						   const RlLocalResult *res, double now);
 
 
+
 #endif							/* RL_LOCAL_H */

@@ -427,6 +427,44 @@ rl_local_remove(char **keys, int n, bool *existed, RlFailure **failure)
 	return true;
 }
 
+/*
+ * The store's refund: each refund given back under its key's lock
+ * (rl_local_refund, as lua/refund.lua does it).  Nothing here can fail:
+ * a key no longer in the table has nothing to give back.
+ */
+static RlFailure *
+rl_local_refund_op(RlRefund *refunds, int n)
+{
+	double		pinned = rl_local_test_clock();
+
+	rl_local_begin();
+	for (int i = 0; i < n; i++)
+	{
+		RlRefund   *r = &refunds[i];
+		const RlLimiter *l = &r->limiter;
+		size_t		len = strlen(r->key);
+		uint64		hash = rl_local_hash(r->key, len);
+		int			part = rl_local_partition(hash);
+		double		wall = pinned > 0 ? 0 : rl_local_wall_clock();
+		RlLocalEntry *e;
+		bool		full;
+		double		now;
+
+		rl_local_lock(&part, 1);
+		now = rl_local_clock(&part, 1, pinned, wall);
+		e = rl_local_find(r->key, len, hash, now, false, &full, NULL, 0);
+		if (e != NULL && e->valid)
+			rl_local_refund(l->algorithm, e, (double) l->limit,
+							(double) l->window_us, (double) rl_capacity(l),
+							l->carry, (double) r->cost,
+							(double) r->receipt.r1, (double) r->receipt.r2,
+							now);
+		rl_local_unlock(&part, 1);
+		r->done = true;
+	}
+	return NULL;
+}
+
 /* One table, one partition: every check of a statement is atomic here. */
 static int
 rl_local_partition_of(const char *key)
@@ -459,4 +497,5 @@ const RlStoreOps rl_local_store = {
 	.partition = rl_local_partition_of,
 	.status = NULL,
 	.probe = rl_local_probe,
+	.refund = rl_local_refund_op,
 };

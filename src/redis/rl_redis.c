@@ -469,6 +469,121 @@ rl_redis_remove(char **keys, int n, bool *existed, RlFailure **failure)
 	return true;
 }
 
+/* Sorts refunds by hash slot, then by place (newest first, as given). */
+static int
+rl_redis_refund_cmp(const void *a, const void *b, void *arg)
+{
+	const int  *slot = arg;
+	int			ia = *(const int *) a;
+	int			ib = *(const int *) b;
+
+	if (slot[ia] != slot[ib])
+		return slot[ia] < slot[ib] ? -1 : 1;
+	return ia < ib ? -1 : (ia > ib);
+}
+
+/*
+ * The store's refund: lua/refund.lua with RL_BATCH_KEYS keys a call, the
+ * keys of one call in one hash slot (a cluster), every call sent at once
+ * (rl_run_scripts: one round trip per node, with the command timeout).
+ * Per key: the algorithm as rl_redis_algorithm_arg names it, limit,
+ * window, capacity, cost and the receipt.  A call Redis answered with an
+ * integer per key delivered its refunds; any other reply delivered none
+ * and drops the link.  Returns the failure of a node that kept some
+ * undelivered, or NULL.
+ */
+static RlFailure *
+rl_redis_refund(RlRefund *refunds, int n)
+{
+	bool		cluster = rl_redis_mode == RL_MODE_CLUSTER;
+	int		   *idx = palloc(sizeof(int) * n);
+	int		   *slot = palloc0(sizeof(int) * n);
+	int		   *first = palloc(sizeof(int) * n);
+	int		   *count = palloc(sizeof(int) * n);
+	RlScriptCall *calls = palloc(sizeof(RlScriptCall) * n);
+	redisReply **replies = palloc0(sizeof(redisReply *) * n);
+	const char *clock = rl_clock_arg();
+	RlFailure  *failure = NULL;
+	int			ncalls = 0;
+	bool		ran;
+
+	for (int i = 0; i < n; i++)
+	{
+		idx[i] = i;
+		if (cluster)
+			slot[i] = rl_key_slot(refunds[i].key, strlen(refunds[i].key));
+	}
+	if (cluster)
+		qsort_arg(idx, n, sizeof(int), rl_redis_refund_cmp, slot);
+	for (int i = 0; i < n; i++)
+	{
+		if (i > 0 && count[ncalls - 1] < RL_BATCH_KEYS &&
+			slot[idx[i]] == slot[idx[first[ncalls - 1]]])
+		{
+			count[ncalls - 1]++;
+			continue;
+		}
+		first[ncalls] = i;
+		count[ncalls++] = 1;
+	}
+	for (int j = 0; j < ncalls; j++)
+	{
+		int			k = count[j];
+		int			p = k + 1;
+
+		rl_script_call_init(&calls[j], RL_SCRIPT_REFUND, k, 8 * k + 1);
+		rl_script_call_set(&calls[j], k, clock);
+		for (int q = 0; q < k; q++)
+		{
+			RlRefund   *r = &refunds[idx[first[j] + q]];
+			const RlLimiter *l = &r->limiter;
+
+			rl_script_call_set(&calls[j], q, r->key);
+			rl_script_call_set(&calls[j], p++, rl_redis_algorithm_arg(l));
+			rl_script_call_set(&calls[j], p++, psprintf(INT64_FORMAT, l->limit));
+			rl_script_call_set(&calls[j], p++, psprintf(INT64_FORMAT, l->window_us));
+			rl_script_call_set(&calls[j], p++, psprintf(INT64_FORMAT, rl_capacity(l)));
+			rl_script_call_set(&calls[j], p++, psprintf(INT64_FORMAT, r->cost));
+			rl_script_call_set(&calls[j], p++, psprintf(INT64_FORMAT, r->receipt.r1));
+			rl_script_call_set(&calls[j], p++, psprintf(INT64_FORMAT, r->receipt.r2));
+		}
+	}
+
+	ran = rl_run_scripts(calls, ncalls, replies);
+	for (int j = 0; j < ncalls; j++)
+	{
+		redisReply *reply = ran ? replies[j] : NULL;
+		bool		ok = reply != NULL && reply->type == REDIS_REPLY_ARRAY &&
+			reply->elements == (size_t) count[j];
+
+		for (int q = 0; ok && q < count[j]; q++)
+			ok = reply->element[q]->type == REDIS_REPLY_INTEGER;
+		if (ok)
+		{
+			for (int q = 0; q < count[j]; q++)
+				refunds[idx[first[j] + q]].done = true;
+			continue;
+		}
+		if (reply != NULL)
+		{
+			/* A peer out of step: nothing after it can be trusted. */
+			rl_conn_drop();
+			continue;
+		}
+		if (failure == NULL)
+		{
+			RlNode	   *node = ran ? rl_scripts_call_node(j, ncalls) : NULL;
+
+			if (node != NULL)
+				rl_conn_set_current(node);
+			failure = rl_conn_current_failure();
+		}
+	}
+	if (ran)
+		rl_free_replies(replies, ncalls);
+	return failure;
+}
+
 /* A key's hash slot in a cluster; one partition otherwise. */
 static int
 rl_redis_partition(const char *key)
@@ -495,4 +610,5 @@ const RlStoreOps rl_redis_store = {
 	.partition = rl_redis_partition,
 	.status = rl_redis_status,
 	.probe = rl_redis_probe,
+	.refund = rl_redis_refund,
 };

@@ -85,9 +85,9 @@ PG_FUNCTION_INFO_V1(rl_throttle);
 
 /* The usage line every argument error ends with. */
 #define RL_TRIGGER_USAGE \
-	"The arguments are: key columns, algorithm, limit, window[, on_deny (raise or skip)[, cost column]][, burst=N]."
+	"The arguments are: key columns, algorithm, limit, window[, on_deny (raise or skip)[, cost column]][, burst=N][, refund=off]."
 #define RL_TRIGGER_POLICY_USAGE \
-	"With a policy, the arguments are: key columns, policy=NAME[, on_deny (raise or skip)[, cost column]]."
+	"With a policy, the arguments are: key columns, policy=NAME[, on_deny (raise or skip)[, cost column]][, refund=off]."
 
 static rl_noreturn void rl_bad_argument(TriggerData *trigdata, int argno,
 										const char *problem);
@@ -358,6 +358,8 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	char	   *end;
 	int			i;
 	int			nargs;
+	int			given;
+	int			refund;
 	int			ondeny_arg = 4;	/* from 0: on_deny, then the cost column */
 	bool		policy;
 	Oid			owner;
@@ -393,6 +395,25 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	 * places.
 	 */
 	nargs = trigger->tgnargs;
+
+	/*
+	 * A last argument "refund=on" or "refund=off" (0.6.0) says whether the
+	 * rows' charges are given back when their transaction or savepoint
+	 * aborts; on by default, since a rolled-back row was never written.
+	 */
+	refund = RL_REFUND_ON;
+	if (nargs >= 2 && strncmp(args[nargs - 1], "refund=", 7) == 0)
+	{
+		bool		on;
+
+		if (!parse_bool(args[nargs - 1] + 7, &on))
+			rl_bad_argument(trigdata, nargs,
+							psprintf("refund must be \"on\" or \"off\", not \"%s\"",
+									 args[nargs - 1] + 7));
+		refund = on ? RL_REFUND_ON : RL_REFUND_OFF;
+		nargs--;
+	}
+	given = nargs;
 	policy = nargs >= 2 && strncmp(args[1], "policy=", 7) == 0;
 	if (policy)
 	{
@@ -410,7 +431,7 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	if (!policy && (nargs < 4 || nargs > 6))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 nargs < trigger->tgnargs ?
+				 nargs < given ?
 				 errmsg("trigger \"%s\" on table \"%s\" has %d arguments before \"burst=\", not 4 to 6",
 						trigger->tgname, RelationGetRelationName(rel),
 						nargs) :
@@ -468,7 +489,7 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 			rl_bad_argument(trigdata, 3,
 							psprintf("limit \"%s\" is not a whole number", args[2]));
 		conf->limiter.window_us = rl_parse_window(trigdata, args[3]);
-		if (nargs < trigger->tgnargs)
+		if (nargs < given)
 		{
 			const char *text = args[nargs] + 6;
 
@@ -482,6 +503,8 @@ rl_trigger_conf(FunctionCallInfo fcinfo, TriggerData *trigdata)
 		}
 		rl_check_limiter(&conf->limiter);
 	}
+
+	conf->limiter.refund = refund;
 
 	/* 5 (3 after a policy): on_deny */
 	if (nargs > ondeny_arg)

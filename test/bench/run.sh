@@ -16,7 +16,7 @@
 #
 # RL_BENCH_ONLY may also list sections by name: c1 (1.), tables (2.),
 # algos (3.), many (4.), layered, triggers (5.), flood (6.), down (7.),
-# memory (8.), latency (9.), policies, stats, sentinel, tls, redis_time,
+# memory (8.), latency (9.), policies, refunds, stats, sentinel, tls, redis_time,
 # cluster, local, and instr (test/bench/instr.sh, only when named); only the
 # targets whose figures were measured are printed.
 # test/bench/ab.sh runs this script for two builds in turns (A/B).
@@ -681,6 +681,33 @@ record "rl_allow token_bucket hot c=1 tcp (beside policy)" "$(m "${PS[param]}")"
 record "rl_allow by policy token_bucket hot c=1 tcp" "$(m "${PS[policy]}")" tps
 fi
 
+# Refunds on rollback (issue 25): a committed rl_allow by a policy that
+# refunds beside one by a policy that does not, hot c=1, every call a
+# round trip, in six interleaved slices (the order alternating).  Nothing
+# is sent at commit, so the target is 0.95.
+if want refunds; then
+echo "11. committed rl_allow with refunds on beside refunds off, hot c=1 tcp (6 interleaved slices)"
+rl_psql bench -q -c "INSERT INTO rl_policies (name, algo, \"limit\", \"window\", refund_on_abort)
+	VALUES ('bench.norefund', 'token_bucket', 100, '1 second', false),
+	       ('bench.refund', 'token_bucket', 100, '1 second', true)
+	ON CONFLICT (name) DO NOTHING" || exit 1
+script tb-hot-norefund <<< "SELECT allowed FROM rl_allow('hot', 'bench.norefund');"
+script tb-hot-refund <<< "SELECT allowed FROM rl_allow('hot', 'bench.refund');"
+declare -A RS
+for round in 1 2 3 4 5 6; do
+	if [ $((round % 2)) = 1 ]; then
+		RS[off]+="$(tps tb-hot-norefund 1 "$slice" "$OFF") "
+		RS[on]+="$(tps tb-hot-refund 1 "$slice" "$OFF") "
+	else
+		RS[on]+="$(tps tb-hot-refund 1 "$slice" "$OFF") "
+		RS[off]+="$(tps tb-hot-norefund 1 "$slice" "$OFF") "
+	fi
+done
+echo "   slices: refunds off ${RS[off]}; refunds on ${RS[on]}"
+record "rl_allow by policy, refunds off, hot c=1 tcp" "$(m "${RS[off]}")" tps
+record "rl_allow by policy, refunds on, committed, hot c=1 tcp" "$(m "${RS[on]}")" tps
+fi
+
 want stats && stats_section
 
 if want sentinel; then
@@ -724,6 +751,9 @@ for tr in tcp unix; do
 	info "rl_allow hot c=8 $tr, deny cache off / fw_logged function hot c=8" "$off8" "${R[fw_logged-func hot c=8]}"
 	info "rl_allow hot c=8 $tr, deny cache off / fw_unlogged function hot c=8" "$off8" "${R[fw_unlogged-func hot c=8]}"
 done
+ratio "committed rl_allow, refunds on / refunds off, hot c=1 tcp" \
+	"${R[rl_allow by policy, refunds on, committed, hot c=1 tcp]}" \
+	"${R[rl_allow by policy, refunds off, hot c=1 tcp]}" 0.95
 ratio "rl_allow_many tcp checks/s / hiredis pipe64 tcp" \
 	"${R[rl_allow_many 1000 keys c=1 tcp]}" "${R[hiredis pipe64 tcp rand10000]}" 0.7
 ratio "rl_allow_many 1000 keys / 1000 single rl_allow calls, tcp, standalone" \

@@ -46,6 +46,12 @@ my %grants = (
 			TO regress_rl_009_app;
 		GRANT EXECUTE ON FUNCTION rl_peek(text, text, bigint, interval)
 			TO regress_rl_009_app WITH GRANT OPTION;},
+	'0.5.0' => q{
+		GRANT EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint, bigint),
+			rl_allow_many(text[], text, bigint, interval, bigint[], bigint)
+			TO regress_rl_009_app;
+		GRANT EXECUTE ON FUNCTION rl_peek(text, text, bigint, interval, bigint)
+			TO regress_rl_009_app WITH GRANT OPTION;},
 	'0.4.0' => q{
 		GRANT EXECUTE ON FUNCTION rl_allow(text, text, bigint, interval, bigint, bigint),
 			rl_allow_many(text[], text, bigint, interval, bigint[], bigint)
@@ -93,7 +99,7 @@ for my $old (grep { $_ ne $current } @versions)
 	$node->safe_psql('postgres', qq{CREATE DATABASE "$db"});
 	$node->safe_psql($db, "CREATE EXTENSION ratelimit VERSION '$old'");
 	$node->safe_psql($db, $grants{$old} // $grants{old});
-	$node->safe_psql($db, $old eq '0.4.0' ? $grants{reset_new} : $grants{reset_old});
+	$node->safe_psql($db, $old eq '0.4.0' || $old eq '0.5.0' ? $grants{reset_new} : $grants{reset_old});
 	$node->safe_psql($db, 'ALTER EXTENSION ratelimit UPDATE');
 	$node->safe_psql($db, $grants{policy});
 	is($node->safe_psql($db,

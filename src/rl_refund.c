@@ -1,0 +1,301 @@
+/*-------------------------------------------------------------------------
+ *
+ * rl_refund.c
+ *	  Counts that follow the transaction: what admitted checks took is
+ *	  given back when the work they admitted is rolled back.
+ *
+ * A check whose limiter asks for it (RlLimiter.refund: a trigger's
+ * option, a policy's refund_on_abort, ratelimit.refund_on_abort for the
+ * parameter forms) leaves, when its store admits it, one pending refund
+ * per rule that took something: the store key, the limiter, the cost and
+ * the store's receipt (what exactly was taken), under the subtransaction
+ * that made the check.
+ *
+ * A subtransaction that aborts (ROLLBACK TO SAVEPOINT, a PL/pgSQL block
+ * that caught an error) gives back its refunds and those its committed
+ * children passed to it; one that commits passes its refunds to its
+ * parent.  A top transaction that aborts gives back every refund left;
+ * one that commits or is prepared forgets them: committed work is never
+ * refunded, and a prepared transaction is final at PREPARE (ROLLBACK
+ * PREPARED gives nothing back; the session that checked may be gone).
+ *
+ * Giving back runs inside the abort, where an ERROR must not escape:
+ * each store gets the refunds in one call (its operation sends one round
+ * trip per node, with the command timeout; the abort holds interrupts
+ * off, so the timeout bounds it), and whatever the store did not
+ * deliver, or an ERROR it raised, is dropped and counted as lost
+ * (rl_stats.refunds_lost), never sent again: a refund whose outcome is
+ * unknown may have been applied, and one applied twice would give room
+ * nobody paid for.
+ *
+ * Copyright (c) 2026, ratelimit developers
+ *
+ * IDENTIFICATION
+ *	  src/rl_refund.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "utils/memutils.h"
+
+#include "rl_engine_int.h"
+#include "rl_guc.h"
+#include "rl_policy.h"
+#include "rl_stats.h"
+
+/* Whether a limiter's checks are given back when their work aborts. */
+static inline bool
+rl_refunds(const RlLimiter *l)
+{
+	return l->refund == RL_REFUND_SERVER ? rl_refund_on_abort :
+		l->refund == RL_REFUND_ON;
+}
+
+/* One refund waiting for its transaction's outcome. */
+typedef struct RlPending
+{
+	RlRefund	refund;
+	const RlStoreOps *store;
+	SubTransactionId subid;
+} RlPending;
+
+/* The pending refunds, oldest first, in rl_refund_cxt. */
+static MemoryContext rl_refund_cxt = NULL;
+static RlPending *rl_pending = NULL;
+static int	rl_npending = 0;
+static int	rl_maxpending = 0;
+
+static void rl_refund_xact(XactEvent event, void *arg);
+static void rl_refund_subxact(SubXactEvent event, SubTransactionId mySubid,
+							  SubTransactionId parentSubid, void *arg);
+
+/* The context and the callbacks, at a backend's first refund. */
+static void
+rl_refund_start(void)
+{
+	if (rl_refund_cxt != NULL)
+		return;
+	rl_refund_cxt = AllocSetContextCreate(TopMemoryContext,
+										  "ratelimit refunds",
+										  ALLOCSET_SMALL_SIZES);
+	RegisterXactCallback(rl_refund_xact, NULL);
+	RegisterSubXactCallback(rl_refund_subxact, NULL);
+}
+
+/* Forgets every pending refund (the transaction ended). */
+static void
+rl_refund_forget(void)
+{
+	if (rl_refund_cxt == NULL || rl_maxpending == 0)
+		return;
+	MemoryContextReset(rl_refund_cxt);
+	rl_pending = NULL;
+	rl_npending = 0;
+	rl_maxpending = 0;
+}
+
+/*
+ * Whether a refund can join the one before it: the same store, key,
+ * limiter and receipt under the same subtransaction (a row trigger's
+ * rows of one key in one window, a bucket's calls).  A sliding log's
+ * members differ by their receipt, so each stays its own.
+ */
+static bool
+rl_refund_joins(const RlPending *last, const RlStoreOps *store,
+				const char *key, const RlLimiter *l, const RlReceipt *r,
+				SubTransactionId subid)
+{
+	const RlLimiter *m = &last->refund.limiter;
+
+	return last->store == store && last->subid == subid &&
+		last->refund.receipt.r1 == r->r1 && last->refund.receipt.r2 == r->r2 &&
+		m->algorithm == l->algorithm && m->limit == l->limit &&
+		m->window_us == l->window_us && m->burst == l->burst &&
+		m->carry == l->carry && strcmp(last->refund.key, key) == 0;
+}
+
+/*
+ * Keeps the refunds of an admitted check: each rule that asks for one
+ * (its limiter's refund) and took something.  store is the store that
+ * admitted it (the local one when it answered for Redis).
+ */
+void
+rl_refund_keep(const RlCheck *check, const RlStoreOps *store)
+{
+	SubTransactionId subid;
+	MemoryContext old;
+
+	if (check->receipts == NULL || !IsTransactionState())
+		return;
+	rl_refund_start();
+	subid = GetCurrentSubTransactionId();
+	old = MemoryContextSwitchTo(rl_refund_cxt);
+	for (int i = 0; i < check->nrules; i++)
+	{
+		const RlLimiter *l = rl_check_limiter_of(check, i);
+		RlPending  *p;
+
+		if (!rl_refunds(l) || check->costs[i] <= 0)
+			continue;
+		if (rl_npending > 0 &&
+			rl_refund_joins(&rl_pending[rl_npending - 1], store,
+							check->keys[i], l, &check->receipts[i], subid) &&
+			l->algorithm != RL_SLIDING_LOG)
+		{
+			rl_pending[rl_npending - 1].refund.cost += check->costs[i];
+			continue;
+		}
+		if (rl_npending == rl_maxpending)
+		{
+			rl_maxpending = Max(16, 2 * rl_maxpending);
+			rl_pending = rl_pending == NULL ?
+				palloc(sizeof(RlPending) * rl_maxpending) :
+				repalloc(rl_pending, sizeof(RlPending) * rl_maxpending);
+		}
+		p = &rl_pending[rl_npending++];
+		p->store = store;
+		p->subid = subid;
+		p->refund.key = pstrdup(check->keys[i]);
+		p->refund.limiter = *l;
+		p->refund.limiter.name = l->name != NULL ? pstrdup(l->name) : NULL;
+		p->refund.cost = check->costs[i];
+		p->refund.receipt = check->receipts[i];
+		p->refund.done = false;
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/* Whether a check must bring back its receipts: one of its rules refunds. */
+bool
+rl_refund_wanted(const RlCheck *check)
+{
+	int			n = check->uniform ? 1 : check->nrules;
+
+	if (check->check_only)
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		if (rl_refunds(&check->limiters[i]))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Gives back the pending refunds from first on (those of the aborted
+ * work), each store's in one call, newest first, and drops them.  No
+ * ERROR leaves here: a store's is caught, and its refunds count as lost.
+ */
+static void
+rl_refund_give(int first)
+{
+	static const RlStoreOps *const stores[] = {&rl_redis_store, &rl_local_store};
+	int			n = rl_npending - first;
+	RlRefund   *batch;
+	int64		done = 0;
+	int64		lost = 0;
+	const char *why = NULL;
+
+	if (n <= 0)
+		return;
+	batch = MemoryContextAlloc(rl_refund_cxt, sizeof(RlRefund) * n);
+	for (int s = 0; s < lengthof(stores); s++)
+	{
+		int			m = 0;
+
+		for (int i = rl_npending - 1; i >= first; i--)
+		{
+			if (rl_pending[i].store == stores[s])
+				batch[m++] = rl_pending[i].refund;
+		}
+		if (m == 0)
+			continue;
+
+		/*
+		 * An ERROR during an abort would be raised inside the error
+		 * recovery: it is caught here and its refunds count as lost.  Its
+		 * message is not repeated (it may name a key); nested error
+		 * recovery gives up at once.
+		 */
+		if (in_error_recursion_trouble())
+			why = "the abort was itself recovering from an error";
+		else
+		{
+			MemoryContext cxt = CurrentMemoryContext;
+
+			PG_TRY();
+			{
+				RlFailure  *failure = stores[s]->refund(batch, m);
+
+				if (failure != NULL)
+					why = pstrdup(failure->what);
+			}
+			PG_CATCH();
+			{
+				MemoryContextSwitchTo(cxt);
+				FlushErrorState();
+				why = "an error was raised while sending them";
+			}
+			PG_END_TRY();
+		}
+		for (int k = 0; k < m; k++)
+		{
+			if (batch[k].done)
+				done++;
+			else
+				lost++;
+		}
+	}
+	rl_npending = first;
+	rl_counters.refunds += done;
+	rl_counters.refunds_lost += lost;
+	if (lost > 0)
+		rl_policy_refunds_lost(lost, why);
+}
+
+/* The end of a transaction: an abort gives back, the rest forget. */
+static void
+rl_refund_xact(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			rl_refund_give(0);
+			rl_refund_forget();
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+			rl_refund_forget();
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * The end of a subtransaction: an abort gives back its refunds (its
+ * committed children's are its own by then), a commit passes them up.
+ * A subtransaction's refunds are the newest, so they end the list.
+ */
+static void
+rl_refund_subxact(SubXactEvent event, SubTransactionId mySubid,
+				  SubTransactionId parentSubid, void *arg)
+{
+	int			first = rl_npending;
+
+	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
+		return;
+	while (first > 0 && rl_pending[first - 1].subid == mySubid)
+		first--;
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		for (int i = first; i < rl_npending; i++)
+			rl_pending[i].subid = parentSubid;
+		return;
+	}
+	rl_refund_give(first);
+}
