@@ -56,12 +56,13 @@ local function fixed_window(key, limit, window, cost, now, _, carry)
   if cost == 0 then
     return true, limit - used, 0, used > 0 and ends - now or 0, nil
   end
+  -- The receipt: the window charged.
   if carry then
     return true, limit - used, 0, ends - now,
-           rl_carry_state(start, used, window, 0)
+           rl_carry_state(start, used, window, 0), start
   end
   return true, limit - used, 0, ends - now,
-         rl_state(start, used, 0)
+         rl_state(start, used, 0), start
 end
 
 -- Gives back cost units taken by an admitted call whose receipt is r1,

@@ -115,7 +115,9 @@ local function sliding_counter(key, limit, window, cost, now, _, carry)
       state = rl_state(start, cur + cost, prev)
     end
   end
-  return true, math.max(0, remaining - cost), 0, reset, state
+  -- The receipt of a call that took something: the window charged (the
+  -- one cur counts).
+  return true, math.max(0, remaining - cost), 0, reset, state, state and start
 end
 
 -- Gives back cost units taken by an admitted call whose receipt is r1,

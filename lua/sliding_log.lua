@@ -189,26 +189,27 @@ local function sliding_log(key, limit, window, cost, now, _, carry)
   end
 
   reset = stamp + window - now
+  -- Nothing in the window is needed any more (or it is a 0.1.0 log): the
+  -- log starts afresh, from the units still in the window.
+  local afresh = legacy or used == 0
+  -- The cum of this call's member, known now: it is the receipt.
+  local mcum = (afresh and used or cum) + cost
+  if mcum >= RL_LOG_WRAP and (newest_t == nil or stamp > newest_t) then
+    mcum = mcum - RL_LOG_WRAP
+  end
   local function apply()
     local renew = live < stamp + window
-    if legacy or used == 0 then
-      -- Nothing in the window is needed any more (or it is a 0.1.0 log):
-      -- start afresh, the old members freed off the main thread.
+    if afresh then
+      -- The old members freed off the main thread.
       if newest_t then
         redis.call('UNLINK', key)
       end
       renew = true
-      cum = 0
       if used > 0 then
-        cum = used
-        redis.call('ZADD', key, newest_t, rl_log_text(cum, cum, newest_t, 0))
+        redis.call('ZADD', key, newest_t, rl_log_text(used, used, newest_t, 0))
       end
     elseif expired > 0 then
       redis.call('ZREMRANGEBYRANK', key, '0', math.min(expired, RL_LOG_PRUNE) - 1)
-    end
-    cum = cum + cost
-    if cum >= RL_LOG_WRAP and (newest_t == nil or stamp > newest_t) then
-      cum = cum - RL_LOG_WRAP
     end
     local ttl = 0
     if renew then
@@ -219,12 +220,13 @@ local function sliding_log(key, limit, window, cost, now, _, carry)
       ttl = math.max(1, rl_ms(reset + window / 2))
       live = now + ttl * 1000 - math.max(2000, window / 4)
     end
-    redis.call('ZADD', key, stamp, rl_log_text(cum, cost, stamp, live))
+    redis.call('ZADD', key, stamp, rl_log_text(mcum, cost, stamp, live))
     if renew then
       redis.call('PEXPIRE', key, ttl)
     end
   end
-  return true, limit - used - cost, 0, reset, apply
+  -- The receipt: the member written, by its time and cum.
+  return true, limit - used - cost, 0, reset, apply, stamp, mcum
 end
 
 -- Gives back cost units taken by an admitted call whose receipt is r1,
