@@ -190,3 +190,39 @@ local function rl_one(key, cost, ok, remaining, retry, reset, state, r1, r2)
   end
   return 1, math.max(0, remaining), 0, rl_ms(reset), r1 or 0, r2 or 0
 end
+
+-- A refund (refund.lua) reads a state as it was written, at its own
+-- time: the numbers of a string of the tag and n doubles (3, or 4),
+-- nil when the key holds none.  A 0.2.0 hash (WRONGTYPE) or a value of
+-- another form has nothing to give back; any other error is raised as
+-- Redis words it.
+local function rl_refund_read(key, tag, n)
+  local st = redis.pcall('GET', key)
+  if type(st) == 'table' then
+    if not string.find(st.err or '', 'WRONGTYPE', 1, true) then
+      redis.call('GET', key)
+    end
+    return nil
+  end
+  if st and #st == 1 + 8 * n then
+    local t, a, b, c, d = struct.unpack(n == 3 and '<Bddd' or '<Bdddd', st)
+    if t == tag then
+      return a, b, c, d
+    end
+  end
+  return nil
+end
+
+-- Writes a refunded state, or deletes the key when the state is now that
+-- of a fresh limiter (nil).  The key keeps its TTL: a refund only gives
+-- room back, so the state never needs to live longer than the check that
+-- wrote it said, and the key existed (no key is ever left without one).
+-- Returns true: the state changed.
+local function rl_refund_write(key, state)
+  if state then
+    redis.call('SET', key, state, 'KEEPTTL')
+  else
+    redis.call('DEL', key)
+  end
+  return true
+end
