@@ -29,6 +29,12 @@
 /* Keys up to this many bytes are kept whole; longer ones by two hashes. */
 #define RL_LOCAL_KEY_INLINE		128
 
+/*
+ * sliding_log.lua's RL_LOG_WRAP: the script's cums stay below it, so a
+ * receipt's cum is the local cum modulo it.
+ */
+#define RL_LOCAL_LOG_WRAP	UINT64CONST(1000000000000000)
+
 /* One member of a sliding log: its time, and the sum of the costs so far. */
 typedef struct RlLocalMember
 {
@@ -91,6 +97,9 @@ typedef struct RlLocalResult
 	int			log_prune;		/* oldest members to drop first */
 	double		log_stamp;
 	double		log_cost;
+	/* the receipt of what an admitted call took (lua/common.lua's rl_one) */
+	double		r1;
+	double		r2;
 } RlLocalResult;
 
 /* Why a call found no room (rl_local_run.c answers it by the policy). */

@@ -184,6 +184,7 @@ rl_fixed_window(RlLocalEntry *e, double limit, double window, double cost,
 		if (carry)
 			res->st[2] = window;
 		res->ttl_ms = rl_ttl(reset);
+		res->r1 = start;
 	}
 }
 
@@ -559,6 +560,7 @@ rl_sliding_counter(RlLocalEntry *e, double limit, double window, double cost,
 		if (carry)
 			res->st[3] = window;
 		res->ttl_ms = rl_ttl(reset);
+		res->r1 = start;
 	}
 }
 
@@ -657,6 +659,16 @@ rl_sliding_log(RlLocalEntry *e, double limit, double window, double cost,
 	res->log_stamp = stamp;
 	res->log_cost = cost;
 	res->ttl_ms = rl_ttl(reset);
+
+	/*
+	 * The receipt: the member's time and cum, the cum as the script keeps
+	 * it (below RL_LOG_WRAP; the script's wrap waits for a later time,
+	 * which only a log of 10^15 units would see).
+	 */
+	res->r1 = stamp;
+	res->r2 = (double) (((res->log_clear ? 0 :
+						  rl_local_log_at(e, e->u.lg.count - 1)->cum) +
+						 (uint64) cost) % RL_LOCAL_LOG_WRAP);
 }
 
 /*
