@@ -156,6 +156,8 @@ extern uint64 rl_local_log_cum_before(const RlLocalEntry *entry, int i);
 extern void rl_local_log_clear(RlLocalEntry *entry);
 extern void rl_local_log_prune(RlLocalEntry *entry, int n);
 extern void rl_local_log_push(RlLocalEntry *entry, double t, uint64 cost);
+extern bool rl_local_log_refund(RlLocalEntry *entry, double t, uint64 cost,
+								uint64 cum);
 
 /* rl_local_algo.c: the six algorithms, as lua/ computes them */
 extern void rl_local_algorithm(int algorithm, RlLocalEntry *entry,
@@ -164,6 +166,9 @@ extern void rl_local_algorithm(int algorithm, RlLocalEntry *entry,
 							   RlLocalResult *res);
 extern void rl_local_write(int algorithm, RlLocalEntry *entry,
 						   const RlLocalResult *res, double now);
+extern bool rl_local_refund(int algorithm, RlLocalEntry *entry, double limit,
+							double window, double capacity, bool carry,
+							double cost, double r1, double r2, double now);
 
 
 #endif							/* RL_LOCAL_H */
