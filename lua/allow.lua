@@ -8,7 +8,9 @@
 --            [, 'c': a named policy's limiter, whose state is carried
 --            over a change of its parameters (common.lua); the burst is
 --            then always sent]
--- Reply: {allowed 0/1, remaining, retry_after_ms, reset_after_ms}.
+-- Reply: {allowed 0/1, remaining, retry_after_ms, reset_after_ms, r1, r2},
+-- r1, r2 the receipt of what an admitted call took (common.lua's rl_one;
+-- 0, 0 when it took nothing).
 -- The build appends "return rl_allow(KEYS, ARGV, <algorithm>)".
 
 local function rl_allow(keys, argv, algorithm)

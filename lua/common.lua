@@ -170,13 +170,59 @@ end
 -- One check of one limiter, from its algorithm's result: a denial
 -- consumes nothing; an admission writes the new state.  A peek (cost 0)
 -- is always admitted, also when a lowered limit leaves the state above
--- it.  Returns allowed 0/1, remaining, retry_after_ms, reset_after_ms.
-local function rl_one(key, cost, ok, remaining, retry, reset, state)
+-- it.  Returns allowed 0/1, remaining, retry_after_ms, reset_after_ms and
+-- the receipt r1, r2.
+--
+-- The receipt: what an admitted call of cost > 0 took, so that a refund
+-- (refund.lua) gives it back to the very window or member it went to.
+-- An algorithm returns it after its state, as whole numbers below 2^53
+-- (nil: 0): fixed_window and sliding_counter the start of the window
+-- charged, sliding_log the time and cum of the member written; the
+-- buckets and GCRA nothing (the cost alone says what to give back).  A
+-- call that took nothing (denied, cost 0) has 0, 0.
+local function rl_one(key, cost, ok, remaining, retry, reset, state, r1, r2)
   if not ok and cost > 0 then
-    return 0, math.max(0, remaining), math.max(1, rl_ms(retry)), rl_ms(reset)
+    return 0, math.max(0, remaining), math.max(1, rl_ms(retry)), rl_ms(reset),
+           0, 0
   end
   if ok and state then
     rl_write(key, state, reset)
   end
-  return 1, math.max(0, remaining), 0, rl_ms(reset)
+  return 1, math.max(0, remaining), 0, rl_ms(reset), r1 or 0, r2 or 0
+end
+
+-- A refund (refund.lua) reads a state as it was written, at its own
+-- time: the numbers of a string of the tag and n doubles (3, or 4),
+-- nil when the key holds none.  A 0.2.0 hash (WRONGTYPE) or a value of
+-- another form has nothing to give back; any other error is raised as
+-- Redis words it.
+local function rl_refund_read(key, tag, n)
+  local st = redis.pcall('GET', key)
+  if type(st) == 'table' then
+    if not string.find(st.err or '', 'WRONGTYPE', 1, true) then
+      redis.call('GET', key)
+    end
+    return nil
+  end
+  if st and #st == 1 + 8 * n then
+    local t, a, b, c, d = struct.unpack(n == 3 and '<Bddd' or '<Bdddd', st)
+    if t == tag then
+      return a, b, c, d
+    end
+  end
+  return nil
+end
+
+-- Writes a refunded state, or deletes the key when the state is now that
+-- of a fresh limiter (nil).  The key keeps its TTL: a refund only gives
+-- room back, so the state never needs to live longer than the check that
+-- wrote it said, and the key existed (no key is ever left without one).
+-- Returns true: the state changed.
+local function rl_refund_write(key, state)
+  if state then
+    redis.call('SET', key, state, 'KEEPTTL')
+  else
+    redis.call('DEL', key)
+  end
+  return true
 end

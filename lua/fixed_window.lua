@@ -56,17 +56,33 @@ local function fixed_window(key, limit, window, cost, now, _, carry)
   if cost == 0 then
     return true, limit - used, 0, used > 0 and ends - now or 0, nil
   end
+  -- The receipt: the window charged.
   if carry then
     return true, limit - used, 0, ends - now,
-           rl_carry_state(start, used, window, 0)
+           rl_carry_state(start, used, window, 0), start
   end
   return true, limit - used, 0, ends - now,
-         rl_state(start, used, 0)
+         rl_state(start, used, 0), start
 end
 
--- Gives back cost units taken by an admitted call whose receipt is r1,
--- r2 (refund.lua).  True when the state changed.
-local function fixed_window_refund(key, limit, window, capacity, carry, cost, r1, r2,
-                           now)
-  return false
+-- Gives back cost units taken by an admitted call whose receipt is r1
+-- (the window it was charged to), r2 (0) (refund.lua): only while the
+-- state still counts that window; no more than it holds.  True when the
+-- state changed.  A policy's state whose window was converted since
+-- (fixed_window above: the count moved to another grid) has nothing
+-- known to give back.
+local function fixed_window_refund(key, limit, window, capacity, carry, cost,
+                                   r1, r2, now)
+  local w, n, was = rl_refund_read(key, carry and 2 or 1, carry and 4 or 3)
+  if w ~= r1 or n <= 0 or cost <= 0 then
+    return false
+  end
+  n = math.max(0, n - cost)
+  if n == 0 then
+    return rl_refund_write(key, nil)
+  end
+  if carry then
+    return rl_refund_write(key, rl_carry_state(w, n, was, 0))
+  end
+  return rl_refund_write(key, rl_state(w, n, 0))
 end

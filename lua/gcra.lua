@@ -117,9 +117,49 @@ local function gcra(key, limit, window, cost, now, burst, carry)
   return true, math.floor((full - after) / unit), 0, after / rate, state
 end
 
--- Gives back cost units taken by an admitted call whose receipt is r1,
--- r2 (refund.lua).  True when the state changed.
+-- Gives back cost units taken by an admitted call (refund.lua; its
+-- receipt is 0, 0): the TAT moved back by cost x T, from the state as
+-- written, at its own time ts (so it is as if the call had not moved
+-- it), never before ts (a TAT at ts or earlier is a fresh limiter's); a
+-- policy's state likewise, its units used at ts less cost in its own
+-- scale.  A TAT passed by now is a fresh limiter: the key goes.  A 0.1.0
+-- or 0.2.0 text state has nothing known to give back.  True when the
+-- state changed.
 local function gcra_refund(key, limit, window, capacity, carry, cost, r1, r2,
                            now)
-  return false
+  if cost <= 0 then
+    return false
+  end
+  if carry then
+    local debt, ts, unit, rate = rl_refund_read(key, 2, 4)
+    if not debt or debt <= 0 then
+      return false
+    end
+    debt = math.max(0, debt - cost * unit)
+    if debt <= math.max(0, now - ts) * rate then
+      return rl_refund_write(key, nil)
+    end
+    return rl_refund_write(key, rl_carry_state(debt, ts, unit, rate))
+  end
+  local g = rl_gcd(limit, window)
+  local unit = window / g
+  local rate = limit / g
+  local us, r, d, ts = rl_refund_read(key, 1, 4)
+  -- A fraction of another rate is not this key's (the key names its
+  -- parameters): nothing known to give back.
+  if not us or d ~= rate then
+    return false
+  end
+  -- (TAT - ts) x rate, as gcra above reads it.
+  local debt = (us - ts) * rate + r
+  if debt <= 0 then
+    return false
+  end
+  debt = math.max(0, debt - cost * unit)
+  if debt <= math.max(0, now - ts) * rate then
+    return rl_refund_write(key, nil)
+  end
+  r = debt % rate
+  return rl_refund_write(key, struct.pack('<Bdddd', 1, ts + (debt - r) / rate,
+                                          r, rate, ts))
 end

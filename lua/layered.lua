@@ -22,8 +22,11 @@
 --   policy's limiter, whose state is carried over a change of its
 --   parameters (common.lua).
 -- Reply: {allowed 0/1, remaining, retry_after_ms, reset_after_ms,
---         index of the most restrictive rule (1-based)}; with '*', the
---         first four for each key, one key after the other.
+--         index of the most restrictive rule (1-based)}, followed, when
+--         the rules were admitted and consumed (not '?'), by each rule's
+--         receipt r1, r2 (common.lua's rl_one; 0, 0 for a rule that took
+--         nothing): 5 + 2 x #KEYS elements; with '*', for each key, one
+--         key after the other, allow.lua's six.
 -- When refused, remaining and reset_after_ms describe the state as it is
 -- (nothing was consumed), and retry_after_ms is the largest wait among
 -- the refusing rules: after it every rule admits the call.
@@ -93,12 +96,13 @@ local function rl_layered(KEYS, ARGV)
       burst = num(ARGV[base + 4])
     end
     if each then
-      local b = 4 * i - 4
-      results[b + 1], results[b + 2], results[b + 3], results[b + 4] =
+      local b = 6 * i - 6
+      results[b + 1], results[b + 2], results[b + 3], results[b + 4],
+        results[b + 5], results[b + 6] =
         rl_one(KEYS[i], cost,
                algorithm(KEYS[i], limit, window, cost, now, burst, carry))
     else
-      local ok, left, wait, fresh, state =
+      local ok, left, wait, fresh, state, r1, r2 =
         algorithm(KEYS[i], limit, window, cost, now, burst, carry)
       -- A rule asked for nothing admits (a peek), whatever its state.
       if cost == 0 then
@@ -108,7 +112,7 @@ local function rl_layered(KEYS, ARGV)
         all_ok = false
       end
       results[i] = {ok, left, wait, fresh, state, algorithm, limit, window,
-                    burst, carry}
+                    burst, carry, r1 or 0, r2 or 0}
     end
   end
   if each then
@@ -125,12 +129,16 @@ local function rl_layered(KEYS, ARGV)
       end
       reset = math.max(reset, rl_ms(r[4]))
     end
-    for i, r in ipairs(results) do
-      if r[5] and not check_only then
-        rl_write(KEYS[i], r[5], r[4])
+    local reply = {1, remaining, 0, reset, tightest}
+    if not check_only then
+      for i, r in ipairs(results) do
+        if r[5] then
+          rl_write(KEYS[i], r[5], r[4])
+        end
+        reply[4 + 2 * i], reply[5 + 2 * i] = r[11], r[12]
       end
     end
-    return {1, remaining, 0, reset, tightest}
+    return reply
   end
 
   for i, r in ipairs(results) do

@@ -80,9 +80,40 @@ local function leaky_bucket(key, limit, window, cost, now, burst, carry)
   return true, math.floor((full - level) / unit), 0, reset, state
 end
 
--- Gives back cost units taken by an admitted call whose receipt is r1,
--- r2 (refund.lua).  True when the state changed.
-local function leaky_bucket_refund(key, limit, window, capacity, carry, cost, r1, r2,
-                           now)
-  return false
+-- Gives back cost units taken by an admitted call (refund.lua; its
+-- receipt is 0, 0): cost units out of the bucket as the state holds it,
+-- at its own time ts (so the level is as if the call had not poured
+-- them), never below empty.  A bucket that is empty by now is a fresh
+-- one: the key goes.  True when the state changed.
+local function leaky_bucket_refund(key, limit, window, capacity, carry, cost,
+                                   r1, r2, now)
+  if cost <= 0 then
+    return false
+  end
+  local level, ts, unit, rate
+  if carry then
+    -- The level at ts, in the state's own scale and rate.
+    level, ts, unit, rate = rl_refund_read(key, 2, 4)
+  else
+    local g = rl_gcd(limit, window)
+    local was
+    unit, rate = window / g, limit / g
+    level, ts, was = rl_refund_read(key, 1, 3)
+    -- A state of another scale is not this key's (the key names its
+    -- parameters): nothing known to give back.
+    if was ~= unit then
+      return false
+    end
+  end
+  if not level or level <= 0 then
+    return false
+  end
+  level = math.max(0, level - cost * unit)
+  if level <= math.max(0, now - ts) * rate then
+    return rl_refund_write(key, nil)
+  end
+  if carry then
+    return rl_refund_write(key, rl_carry_state(level, ts, unit, rate))
+  end
+  return rl_refund_write(key, rl_state(level, ts, unit))
 end

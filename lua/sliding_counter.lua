@@ -115,12 +115,40 @@ local function sliding_counter(key, limit, window, cost, now, _, carry)
       state = rl_state(start, cur + cost, prev)
     end
   end
-  return true, math.max(0, remaining - cost), 0, reset, state
+  -- The receipt of a call that took something: the window charged (the
+  -- one cur counts).
+  return true, math.max(0, remaining - cost), 0, reset, state, state and start
 end
 
--- Gives back cost units taken by an admitted call whose receipt is r1,
--- r2 (refund.lua).  True when the state changed.
-local function sliding_counter_refund(key, limit, window, capacity, carry, cost, r1, r2,
-                           now)
-  return false
+-- Gives back cost units taken by an admitted call whose receipt is r1
+-- (the window it was charged to), r2 (0) (refund.lua): from the current
+-- count while that window is still the state's current one, from the
+-- previous count once it has become the previous one (the state's window
+-- starts one window length, its own for a policy's, after r1), never
+-- below 0; after that the count no longer weighs.  True when the state
+-- changed.
+local function sliding_counter_refund(key, limit, window, capacity, carry,
+                                      cost, r1, r2, now)
+  local w, cur, prev, was = rl_refund_read(key, carry and 2 or 1,
+                                           carry and 4 or 3)
+  if not w or cost <= 0 then
+    return false
+  end
+  if not carry then
+    was = window
+  end
+  if w == r1 and cur > 0 then
+    cur = math.max(0, cur - cost)
+  elseif w == r1 + was and prev > 0 then
+    prev = math.max(0, prev - cost)
+  else
+    return false
+  end
+  if cur == 0 and prev == 0 then
+    return rl_refund_write(key, nil)
+  end
+  if carry then
+    return rl_refund_write(key, rl_carry_state(w, cur, prev, was))
+  end
+  return rl_refund_write(key, rl_state(w, cur, prev))
 end

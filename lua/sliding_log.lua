@@ -189,26 +189,27 @@ local function sliding_log(key, limit, window, cost, now, _, carry)
   end
 
   reset = stamp + window - now
+  -- Nothing in the window is needed any more (or it is a 0.1.0 log): the
+  -- log starts afresh, from the units still in the window.
+  local afresh = legacy or used == 0
+  -- The cum of this call's member, known now: it is the receipt.
+  local mcum = (afresh and used or cum) + cost
+  if mcum >= RL_LOG_WRAP and (newest_t == nil or stamp > newest_t) then
+    mcum = mcum - RL_LOG_WRAP
+  end
   local function apply()
     local renew = live < stamp + window
-    if legacy or used == 0 then
-      -- Nothing in the window is needed any more (or it is a 0.1.0 log):
-      -- start afresh, the old members freed off the main thread.
+    if afresh then
+      -- The old members freed off the main thread.
       if newest_t then
         redis.call('UNLINK', key)
       end
       renew = true
-      cum = 0
       if used > 0 then
-        cum = used
-        redis.call('ZADD', key, newest_t, rl_log_text(cum, cum, newest_t, 0))
+        redis.call('ZADD', key, newest_t, rl_log_text(used, used, newest_t, 0))
       end
     elseif expired > 0 then
       redis.call('ZREMRANGEBYRANK', key, '0', math.min(expired, RL_LOG_PRUNE) - 1)
-    end
-    cum = cum + cost
-    if cum >= RL_LOG_WRAP and (newest_t == nil or stamp > newest_t) then
-      cum = cum - RL_LOG_WRAP
     end
     local ttl = 0
     if renew then
@@ -219,17 +220,107 @@ local function sliding_log(key, limit, window, cost, now, _, carry)
       ttl = math.max(1, rl_ms(reset + window / 2))
       live = now + ttl * 1000 - math.max(2000, window / 4)
     end
-    redis.call('ZADD', key, stamp, rl_log_text(cum, cost, stamp, live))
+    redis.call('ZADD', key, stamp, rl_log_text(mcum, cost, stamp, live))
     if renew then
       redis.call('PEXPIRE', key, ttl)
     end
   end
-  return true, limit - used - cost, 0, reset, apply
+  -- The receipt: the member written, by its time and cum.
+  return true, limit - used - cost, 0, reset, apply, stamp, mcum
+end
+
+-- Sends cmd key args[1..n], RL_LOG_REWRITE arguments (an even number:
+-- ZADD's pairs stay whole) at most per command, as a Lua unpack of many
+-- more would pass the C stack's limit.
+local RL_LOG_REWRITE = 512
+local function rl_log_send(cmd, key, args, n)
+  for i = 1, n, RL_LOG_REWRITE do
+    redis.call(cmd, key, unpack(args, i, math.min(n, i + RL_LOG_REWRITE - 1)))
+  end
 end
 
 -- Gives back cost units taken by an admitted call whose receipt is r1,
--- r2 (refund.lua).  True when the state changed.
-local function sliding_log_refund(key, limit, window, capacity, carry, cost, r1, r2,
-                           now)
-  return false
+-- r2, the time and cum of the member it wrote (refund.lua).  The member
+-- goes, and every member after it (by rank) is rewritten with its cum
+-- less cost, its other fields kept: the units of a window that held the
+-- call drop by cost, those of a window after it are unchanged, and the
+-- log is the log of the other calls.  The work is the members after it:
+-- the calls admitted since, at most the limit's worth in a window plus
+-- those not yet pruned.  True when the log changed.
+--
+-- The member is the one of that time and cost whose cum is r2; failing
+-- that, one of that time and cost whose cum another refund has lowered
+-- since (the refund of an earlier call of the log, an aborted
+-- transaction's or another's): any two members of one time and one cost
+-- are alike to every window, so which one goes makes the same log.  A
+-- 0.1.0 or 0.2.0 member is never the one, and one after it (whose cum
+-- could not be rewritten alike) leaves nothing known to give back; so
+-- does a cum that wrapped (RL_LOG_WRAP) after the member (a later cum
+-- below cost, which would go below 0: once in 10^15 units).  A log
+-- left empty is gone (Redis deletes an empty sorted set); the key keeps
+-- its TTL otherwise.
+local function sliding_log_refund(key, limit, window, capacity, carry, cost,
+                                  r1, r2, now)
+  if cost <= 0 then
+    return false
+  end
+  local m = redis.pcall('ZRANGEBYSCORE', key, r1, r1)
+  if m.err then
+    if not string.find(m.err, 'WRONGTYPE', 1, true) then
+      redis.call('ZRANGEBYSCORE', key, r1, r1)
+    end
+    return false
+  end
+  local gone = nil
+  for i = 1, #m do
+    if #m[i] == 32 then
+      local c, k = struct.unpack('>dddd', m[i])
+      if k == cost and (c == r2 or not gone) then
+        gone = m[i]
+        if c == r2 then
+          break
+        end
+      end
+    end
+  end
+  if not gone then
+    return false
+  end
+  local later = redis.call('ZRANGE', key, redis.call('ZRANK', key, gone) + 1,
+                           '-1')
+  local old = {[gone] = true}
+  for i = 1, #later do
+    if #later[i] ~= 32 or struct.unpack('>d', later[i]) < cost then
+      return false
+    end
+    old[later[i]] = true
+  end
+  -- The new members come before the old ones go, so that the log is
+  -- never empty on the way (Redis would delete the key, and the ZADD
+  -- after would make a key without a TTL).  A new member may be an old
+  -- one's bytes (two of one time and cost, one cum apart): that one is
+  -- neither added nor removed.  None is the bytes of a member before the
+  -- one refunded (a lower cum, or, past a wrap, an earlier time).
+  local adds, keep, n = {}, {}, 0
+  for i = 1, #later do
+    local c, k, t, l = struct.unpack('>dddd', later[i])
+    local b = rl_log_text(c - cost, k, t, l)
+    if old[b] then
+      keep[b] = true
+    else
+      adds[n + 1], adds[n + 2] = t, b
+      n = n + 2
+    end
+  end
+  rl_log_send('ZADD', key, adds, n)
+  local dels = {gone}
+  n = keep[gone] and 0 or 1
+  for i = 1, #later do
+    if not keep[later[i]] then
+      n = n + 1
+      dels[n] = later[i]
+    end
+  end
+  rl_log_send('ZREM', key, dels, n)
+  return true
 end

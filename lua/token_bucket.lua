@@ -72,9 +72,41 @@ local function token_bucket(key, limit, window, cost, now, burst, carry)
   return true, math.floor(credit / unit), 0, shift + (full - credit) / rate, state
 end
 
--- Gives back cost units taken by an admitted call whose receipt is r1,
--- r2 (refund.lua).  True when the state changed.
-local function token_bucket_refund(key, limit, window, capacity, carry, cost, r1, r2,
-                           now)
-  return false
+-- Gives back cost units taken by an admitted call (refund.lua; its
+-- receipt is 0, 0): cost tokens back into the bucket as the state holds
+-- it, at its own time ts (so the bucket is as if the call had not taken
+-- them), never more than full.  A bucket that is full by now is a fresh
+-- one: the key goes.  True when the state changed.
+local function token_bucket_refund(key, limit, window, capacity, carry, cost,
+                                   r1, r2, now)
+  if cost <= 0 then
+    return false
+  end
+  if carry then
+    -- The tokens missing at ts, in the state's own scale and rate.
+    local debt, ts, unit, rate = rl_refund_read(key, 2, 4)
+    if not debt or debt <= 0 then
+      return false
+    end
+    debt = math.max(0, debt - cost * unit)
+    if debt <= math.max(0, now - ts) * rate then
+      return rl_refund_write(key, nil)
+    end
+    return rl_refund_write(key, rl_carry_state(debt, ts, unit, rate))
+  end
+  local g = rl_gcd(limit, window)
+  local unit = window / g
+  local rate = limit / g
+  local full = capacity * unit
+  local credit, ts, was = rl_refund_read(key, 1, 3)
+  -- A state of another scale is not this key's (the key names its
+  -- parameters): nothing known to give back.
+  if not credit or was ~= unit or credit >= full then
+    return false
+  end
+  credit = math.min(full, credit + cost * unit)
+  if credit + math.max(0, now - ts) * rate >= full then
+    return rl_refund_write(key, nil)
+  end
+  return rl_refund_write(key, rl_state(credit, ts, unit))
 end

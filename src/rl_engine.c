@@ -219,6 +219,7 @@ rl_engine_check_keys(const RlLimiter *limiter, char **keys, int *keylens,
 		c->uniform = true;
 		c->rules = false;
 		c->check_only = false;
+		c->receipts = NULL;
 	}
 	rl_engine_run(checks, n, NULL);
 	for (int i = 0; i < n; i++)

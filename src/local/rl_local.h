@@ -29,6 +29,12 @@
 /* Keys up to this many bytes are kept whole; longer ones by two hashes. */
 #define RL_LOCAL_KEY_INLINE		128
 
+/*
+ * sliding_log.lua's RL_LOG_WRAP: the script's cums stay below it, so a
+ * receipt's cum is the local cum modulo it.
+ */
+#define RL_LOCAL_LOG_WRAP	UINT64CONST(1000000000000000)
+
 /* One member of a sliding log: its time, and the sum of the costs so far. */
 typedef struct RlLocalMember
 {
@@ -91,6 +97,9 @@ typedef struct RlLocalResult
 	int			log_prune;		/* oldest members to drop first */
 	double		log_stamp;
 	double		log_cost;
+	/* the receipt of what an admitted call took (lua/common.lua's rl_one) */
+	double		r1;
+	double		r2;
 } RlLocalResult;
 
 /* Why a call found no room (rl_local_run.c answers it by the policy). */
@@ -147,6 +156,8 @@ extern uint64 rl_local_log_cum_before(const RlLocalEntry *entry, int i);
 extern void rl_local_log_clear(RlLocalEntry *entry);
 extern void rl_local_log_prune(RlLocalEntry *entry, int n);
 extern void rl_local_log_push(RlLocalEntry *entry, double t, uint64 cost);
+extern bool rl_local_log_refund(RlLocalEntry *entry, double t, uint64 cost,
+								uint64 cum);
 
 /* rl_local_algo.c: the six algorithms, as lua/ computes them */
 extern void rl_local_algorithm(int algorithm, RlLocalEntry *entry,
@@ -155,6 +166,9 @@ extern void rl_local_algorithm(int algorithm, RlLocalEntry *entry,
 							   RlLocalResult *res);
 extern void rl_local_write(int algorithm, RlLocalEntry *entry,
 						   const RlLocalResult *res, double now);
+extern bool rl_local_refund(int algorithm, RlLocalEntry *entry, double limit,
+							double window, double capacity, bool carry,
+							double cost, double r1, double r2, double now);
 
 
 

@@ -24,7 +24,8 @@
  *	 gcra				debt, ts, unit, rate
  * Where a script writes nothing (a peek, a denial) nothing is written, but
  * for a policy's state read under other parameters, which is written back
- * converted at once, as the script does.
+ * converted at once, as the script does.  The refunds (rl_local_refund)
+ * are the scripts' <algo>_refund functions (lua/refund.lua) likewise.
  *
  * Copyright (c) 2026, ratelimit developers
  *
@@ -184,6 +185,7 @@ rl_fixed_window(RlLocalEntry *e, double limit, double window, double cost,
 		if (carry)
 			res->st[2] = window;
 		res->ttl_ms = rl_ttl(reset);
+		res->r1 = start;
 	}
 }
 
@@ -559,6 +561,7 @@ rl_sliding_counter(RlLocalEntry *e, double limit, double window, double cost,
 		if (carry)
 			res->st[3] = window;
 		res->ttl_ms = rl_ttl(reset);
+		res->r1 = start;
 	}
 }
 
@@ -657,6 +660,16 @@ rl_sliding_log(RlLocalEntry *e, double limit, double window, double cost,
 	res->log_stamp = stamp;
 	res->log_cost = cost;
 	res->ttl_ms = rl_ttl(reset);
+
+	/*
+	 * The receipt: the member's time and cum, the cum as the script keeps
+	 * it (below RL_LOG_WRAP; the script's wrap waits for a later time,
+	 * which only a log of 10^15 units would see).
+	 */
+	res->r1 = stamp;
+	res->r2 = (double) (((res->log_clear ? 0 :
+						  rl_local_log_at(e, e->u.lg.count - 1)->cum) +
+						 (uint64) cost) % RL_LOCAL_LOG_WRAP);
 }
 
 /*
@@ -719,4 +732,221 @@ rl_local_write(int algorithm, RlLocalEntry *entry, const RlLocalResult *res,
 		memcpy(entry->u.st, res->st, sizeof(entry->u.st));
 	entry->valid = true;
 	entry->expires_at = (int64) now + (int64) res->ttl_ms * 1000;
+}
+
+/*
+ * The refunds: each algorithm's <algo>_refund of lua/, on an entry.  A
+ * state that is now a fresh limiter's is dropped (the script's DEL): the
+ * entry is left not valid, its log freed, for the caller to release
+ * (rl_local_release, which needs the key's hash).  Anything else written
+ * keeps the entry's expiry (SET ... KEEPTTL).
+ */
+static bool
+rl_refund_fresh(RlLocalEntry *e)
+{
+	rl_local_log_free(e);
+	e->valid = false;
+	return true;
+}
+
+/* fixed_window.lua's fixed_window_refund */
+static bool
+rl_fixed_window_refund(RlLocalEntry *e, double cost, double r1)
+{
+	double		n = e->u.st[1];
+
+	if (e->u.st[0] != r1 || n <= 0 || cost <= 0)
+		return false;
+	n = lmax(0, n - cost);
+	if (n == 0)
+		return rl_refund_fresh(e);
+	e->u.st[1] = n;
+	return true;
+}
+
+/* sliding_counter.lua's sliding_counter_refund */
+static bool
+rl_sliding_counter_refund(RlLocalEntry *e, double window, bool carry,
+						  double cost, double r1)
+{
+	double		w = e->u.st[0];
+	double		cur = e->u.st[1];
+	double		prev = e->u.st[2];
+	double		was = carry ? e->u.st[3] : window;
+
+	if (cost <= 0)
+		return false;
+	if (w == r1 && cur > 0)
+		cur = lmax(0, cur - cost);
+	else if (w == r1 + was && prev > 0)
+		prev = lmax(0, prev - cost);
+	else
+		return false;
+	if (cur == 0 && prev == 0)
+		return rl_refund_fresh(e);
+	e->u.st[1] = cur;
+	e->u.st[2] = prev;
+	return true;
+}
+
+/*
+ * A policy's bucket or GCRA state (debt or level, ts, unit, rate), the
+ * same in the three scripts' refunds: cost units less, in the state's own
+ * scale, never below 0; none left by now is a fresh limiter.
+ */
+static bool
+rl_carried_refund(RlLocalEntry *e, double cost, double now)
+{
+	double		debt = e->u.st[0];
+	double		ts = e->u.st[1];
+
+	if (cost <= 0 || debt <= 0)
+		return false;
+	debt = lmax(0, debt - cost * e->u.st[2]);
+	if (debt <= lmax(0, now - ts) * e->u.st[3])
+		return rl_refund_fresh(e);
+	e->u.st[0] = debt;
+	return true;
+}
+
+/* token_bucket.lua's token_bucket_refund */
+static bool
+rl_token_bucket_refund(RlLocalEntry *e, double limit, double window,
+					   double capacity, bool carry, double cost, double now)
+{
+	double		g;
+	double		unit;
+	double		rate;
+	double		full;
+	double		credit = e->u.st[0];
+	double		ts = e->u.st[1];
+
+	if (carry)
+		return rl_carried_refund(e, cost, now);
+	if (cost <= 0)
+		return false;
+	g = rl_gcd(limit, window);
+	unit = window / g;
+	rate = limit / g;
+	full = capacity * unit;
+	if (e->u.st[2] != unit || credit >= full)
+		return false;
+	credit = lmin(full, credit + cost * unit);
+	if (credit + lmax(0, now - ts) * rate >= full)
+		return rl_refund_fresh(e);
+	e->u.st[0] = credit;
+	return true;
+}
+
+/* leaky_bucket.lua's leaky_bucket_refund */
+static bool
+rl_leaky_bucket_refund(RlLocalEntry *e, double limit, double window,
+					   bool carry, double cost, double now)
+{
+	double		g;
+	double		unit;
+	double		rate;
+	double		level = e->u.st[0];
+	double		ts = e->u.st[1];
+
+	if (carry)
+		return rl_carried_refund(e, cost, now);
+	if (cost <= 0)
+		return false;
+	g = rl_gcd(limit, window);
+	unit = window / g;
+	rate = limit / g;
+	if (e->u.st[2] != unit || level <= 0)
+		return false;
+	level = lmax(0, level - cost * unit);
+	if (level <= lmax(0, now - ts) * rate)
+		return rl_refund_fresh(e);
+	e->u.st[0] = level;
+	return true;
+}
+
+/* gcra.lua's gcra_refund */
+static bool
+rl_gcra_refund(RlLocalEntry *e, double limit, double window, bool carry,
+			   double cost, double now)
+{
+	double		g;
+	double		unit;
+	double		rate;
+	double		ts = e->u.st[3];
+	double		debt;
+	double		r;
+
+	if (carry)
+		return rl_carried_refund(e, cost, now);
+	if (cost <= 0)
+		return false;
+	g = rl_gcd(limit, window);
+	unit = window / g;
+	rate = limit / g;
+	if (e->u.st[2] != rate)
+		return false;
+	debt = (e->u.st[0] - ts) * rate + e->u.st[1];
+	if (debt <= 0)
+		return false;
+	debt = lmax(0, debt - cost * unit);
+	if (debt <= lmax(0, now - ts) * rate)
+		return rl_refund_fresh(e);
+	r = lmod(debt, rate);
+	e->u.st[0] = ts + (debt - r) / rate;
+	e->u.st[1] = r;
+	return true;
+}
+
+/*
+ * sliding_log.lua's sliding_log_refund: the member goes, those after it
+ * rewritten (rl_local_log_refund); a log left empty is a fresh limiter.
+ */
+static bool
+rl_sliding_log_refund(RlLocalEntry *e, double cost, double r1, double r2)
+{
+	if (cost <= 0 || e->log < 0 || e->u.lg.count == 0 ||
+		!rl_local_log_refund(e, r1, (uint64) cost, (uint64) r2))
+		return false;
+	if (e->u.lg.count == 0)
+		return rl_refund_fresh(e);
+	return true;
+}
+
+/*
+ * Gives back cost units taken by an admitted call whose receipt is r1, r2
+ * (lua/refund.lua, through its algorithm's <algo>_refund), on the entry
+ * of its key (NULL: none), as the script does it on the key: true when
+ * the state changed.  An entry past its expiry at now is a key Redis
+ * would have dropped: nothing to give back.  When the state is now a
+ * fresh limiter's, the entry is left not valid: the caller releases it.
+ * The caller holds the entry's partition lock.
+ */
+bool
+rl_local_refund(int algorithm, RlLocalEntry *entry, double limit,
+				double window, double capacity, bool carry, double cost,
+				double r1, double r2, double now)
+{
+	if (entry == NULL || !entry->valid || (double) entry->expires_at <= now)
+		return false;
+	switch ((RlAlgorithm) algorithm)
+	{
+		case RL_FIXED_WINDOW:
+			return rl_fixed_window_refund(entry, cost, r1);
+		case RL_SLIDING_LOG:
+			return rl_sliding_log_refund(entry, cost, r1, r2);
+		case RL_SLIDING_COUNTER:
+			return rl_sliding_counter_refund(entry, window, carry, cost, r1);
+		case RL_TOKEN_BUCKET:
+			return rl_token_bucket_refund(entry, limit, window, capacity,
+										  carry, cost, now);
+		case RL_LEAKY_BUCKET:
+			return rl_leaky_bucket_refund(entry, limit, window, carry, cost,
+										  now);
+		case RL_GCRA:
+			return rl_gcra_refund(entry, limit, window, carry, cost, now);
+		default:
+			elog(ERROR, "unknown rate limiting algorithm %d", algorithm);
+	}
+	return false;
 }

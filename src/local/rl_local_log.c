@@ -346,3 +346,110 @@ rl_local_log_push(RlLocalEntry *entry, double t, uint64 cost)
 	m->cum = cum + cost;
 	lg->count++;
 }
+
+/* The block and slot of member i of a log. */
+static void
+rl_local_log_seek(const RlLocalEntry *entry, int i, int32 *idx, int *pos)
+{
+	int			p = entry->u.lg.off + i;
+
+	*idx = entry->log;
+	for (int nth = p / RL_LOCAL_LOG_BLOCK; nth > 0; nth--)
+		*idx = rl_log_blocks[*idx].next;
+	*pos = p % RL_LOCAL_LOG_BLOCK;
+}
+
+/* The slot after (idx, pos), in call order. */
+static inline void
+rl_local_log_step(int32 *idx, int *pos)
+{
+	if (++*pos == RL_LOCAL_LOG_BLOCK)
+	{
+		*idx = rl_log_blocks[*idx].next;
+		*pos = 0;
+	}
+}
+
+/*
+ * A refund (lua/sliding_log.lua's sliding_log_refund): the member of time
+ * t and cost cost whose cum, as the script keeps it (modulo
+ * RL_LOCAL_LOG_WRAP), is cum, or else the first of that time and cost,
+ * is removed, and each member after it moves up one slot with its cum
+ * less cost, so that every window that held it counts that much less and
+ * the others are unchanged; base stays.  False, and nothing changed, when
+ * there is no such member, or a member after it has a cum (as the script
+ * keeps it) below cost: the script's cum wrapped since.  The work is the
+ * members from time t on.  Last blocks left empty go back to the pool
+ * (only the last block has free slots); a log left empty keeps its first
+ * block, as a cleared one does: the caller frees it with the entry.
+ */
+bool
+rl_local_log_refund(RlLocalEntry *entry, double t, uint64 cost, uint64 cum)
+{
+	RlLocalLogHead *lg = &entry->u.lg;
+	int			first = rl_local_log_first_after(entry, t - 1);
+	uint64		before;
+	int			gone = -1;
+	int32		idx;
+	int			pos;
+
+	if (first >= lg->count)
+		return false;
+	/* Times are whole microseconds: the members of time t come first. */
+	before = rl_local_log_cum_before(entry, first);
+	rl_local_log_seek(entry, first, &idx, &pos);
+	for (int i = first; i < lg->count; i++, rl_local_log_step(&idx, &pos))
+	{
+		const RlLocalMember *m = &rl_log_blocks[idx].m[pos];
+
+		if (m->t != t)
+			break;
+		if (m->cum - before == cost)
+		{
+			if (gone < 0)
+				gone = i;
+			if (m->cum % RL_LOCAL_LOG_WRAP == cum)
+			{
+				gone = i;
+				break;
+			}
+		}
+		before = m->cum;
+	}
+	if (gone < 0)
+		return false;
+	rl_local_log_seek(entry, gone, &idx, &pos);
+	for (int i = gone + 1; i < lg->count; i++)
+	{
+		rl_local_log_step(&idx, &pos);
+		if (rl_log_blocks[idx].m[pos].cum % RL_LOCAL_LOG_WRAP < cost)
+			return false;
+	}
+
+	rl_local_log_seek(entry, gone, &idx, &pos);
+	for (int i = gone + 1; i < lg->count; i++)
+	{
+		int32		from = idx;
+		int			at = pos;
+
+		rl_local_log_step(&from, &at);
+		rl_log_blocks[idx].m[pos].t = rl_log_blocks[from].m[at].t;
+		rl_log_blocks[idx].m[pos].cum = rl_log_blocks[from].m[at].cum - cost;
+		idx = from;
+		pos = at;
+	}
+	lg->count--;
+	while (lg->nblocks > 1 &&
+		   lg->off + lg->count <= (lg->nblocks - 1) * RL_LOCAL_LOG_BLOCK)
+	{
+		int32		prev = entry->log;
+
+		while (rl_log_blocks[prev].next != lg->tail)
+			prev = rl_log_blocks[prev].next;
+		rl_local_log_give(lg->tail, lg->tail);
+		rl_log_blocks[prev].next = -1;
+		lg->tail = prev;
+		lg->nblocks--;
+	}
+	return true;
+}

@@ -64,15 +64,23 @@ rl_local_room(int algorithm, RlLocalEntry *e, const RlLocalResult *res,
 	return true;
 }
 
+/* The receipt of a rule (lua/common.lua's rl_one), into receipt. */
+static inline void
+rl_local_receipt(RlReceipt *receipt, const RlLocalResult *res, bool taken)
+{
+	receipt->r1 = taken ? (int64) res->r1 : 0;
+	receipt->r2 = taken ? (int64) res->r2 : 0;
+}
+
 /*
  * allow.lua: one key, one algorithm, at the pinned clock (0: the wall
  * clock).  RL_ROOM_OK, or why there was no room (nothing was changed
- * then).
+ * then).  receipt (NULL: not kept) gets what an admitted call took.
  */
 static RlLocalRoom
 rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
 				   double window, double cost, double burst, bool carry,
-				   double pinned, RlLocalReply *out)
+				   double pinned, RlLocalReply *out, RlReceipt *receipt)
 {
 	uint64		hash = rl_local_hash(key, len);
 	int			part = rl_local_partition(hash);
@@ -100,6 +108,8 @@ rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
 		out->v[1] = (int64) Max(0, res.remaining);
 		out->v[2] = (int64) Max(1, (res.retry <= 0 ? 0 : ceil(res.retry / 1000)));
 		out->v[3] = (int64) (res.reset <= 0 ? 0 : ceil(res.reset / 1000));
+		if (receipt != NULL)
+			rl_local_receipt(receipt, &res, false);
 	}
 	else if (res.ok && res.apply &&
 			 !rl_local_room(algorithm, e, &res, now, 1,
@@ -113,6 +123,8 @@ rl_local_allow_key(int algorithm, const char *key, size_t len, double limit,
 		out->v[1] = (int64) Max(0, res.remaining);
 		out->v[2] = 0;
 		out->v[3] = (int64) (res.reset <= 0 ? 0 : ceil(res.reset / 1000));
+		if (receipt != NULL)
+			rl_local_receipt(receipt, &res, res.ok && res.apply);
 	}
 	if (e != NULL && !e->valid)
 		rl_local_release(e, hash);
@@ -155,7 +167,9 @@ rl_local_ms(double us)
 
 /*
  * layered.lua: every rule checked, all consumed or none.  RL_ROOM_OK, or
- * why there was no room (nothing was changed then).  Check-only (the
+ * why there was no room (nothing was changed then).  The check's receipts
+ * (when it keeps them) get what each rule took when all were admitted and
+ * consumed, zeros otherwise.  Check-only (the
  * check round of a statement over many hash slots, asked of this store by
  * failure_mode = local) checks the rules as the script's '?' does: the
  * answer is the one a consuming check would give, and nothing is written
@@ -302,6 +316,12 @@ rl_local_rules(const RlCheck *check, double pinned, RlLocalReply *out)
 	rl_local_unlock(parts, nparts);
 	if (room != RL_ROOM_OK)
 		return room;
+	if (check->receipts != NULL)
+	{
+		for (int i = 0; i < n; i++)
+			rl_local_receipt(&check->receipts[i], &res[i],
+							 all_ok && !check_only && res[i].apply);
+	}
 
 	out->n = 5;
 	out->v[0] = all_ok ? 1 : 0;
@@ -383,7 +403,7 @@ rl_local_check(RlCheck *checks, int n, RlWaitWork work)
 									  (double) l->window_us,
 									  (double) c->costs[0],
 									  (double) rl_capacity(l), l->carry,
-									  pinned, &r);
+									  pinned, &r, c->receipts);
 		}
 		if (room != RL_ROOM_OK)
 		{

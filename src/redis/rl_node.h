@@ -29,7 +29,7 @@
 #include "rl_link.h"
 
 /*
- * No reply to a command of ours is an array of more than four elements
+ * No reply to a command of ours is an array of more than six elements
  * per key of a batch's script (RL_BATCH_KEYS keys) or larger than INFO's
  * few kilobytes.  hiredis allocates an array's element table when it reads
  * the header, so a peer that claims *2147483647 would make this backend
@@ -37,7 +37,7 @@
  * reaches; a bulk length of 4 GB would have it buffer whatever arrives.
  * Larger replies are refused as a protocol error.
  */
-#define RL_MAX_REPLY_ELEMENTS	(4 * RL_BATCH_KEYS)
+#define RL_MAX_REPLY_ELEMENTS	(6 * RL_BATCH_KEYS)
 #define RL_MAX_REPLY_BYTES		(1024 * 1024)
 
 /*

@@ -213,43 +213,96 @@ rl_redis_answer_at(const redisReply *reply, size_t at, RlCheck *check)
 }
 
 /*
- * A script's reply {allowed, remaining, retry_after_ms, reset_after_ms}
- * and, for rules, the 1-based rule that decided; for a batch's call, the
- * first four for each of its n checks.  False for any other shape.
+ * The receipt of rule at element at of reply (two integers, whole and
+ * below 2^53: lua/common.lua's rl_one), into receipt (NULL: read, not
+ * kept).
+ */
+static bool
+rl_redis_receipt_at(const redisReply *reply, size_t at, RlReceipt *receipt)
+{
+	const redisReply *r1 = reply->element[at];
+	const redisReply *r2 = reply->element[at + 1];
+
+	if (r1->type != REDIS_REPLY_INTEGER || r2->type != REDIS_REPLY_INTEGER ||
+		r1->integer < 0 || r2->integer < 0)
+		return false;
+	if (receipt != NULL)
+	{
+		receipt->r1 = r1->integer;
+		receipt->r2 = r2->integer;
+	}
+	return true;
+}
+
+/*
+ * A script's reply, whose shape is exact (lua/allow.lua, lua/layered.lua):
+ *	 one limiter: {allowed, remaining, retry_after_ms, reset_after_ms,
+ *		r1, r2}, the receipt of what an admitted call took (0, 0 else);
+ *	 rules: the four, then the 1-based rule that decided, then, when the
+ *		rules were admitted and consumed (not check_only), each rule's
+ *		r1, r2: 5 + 2 x nrules elements, else 5;
+ *	 a batch's call: the six of one limiter for each of its n checks.
+ * A check's receipts (when it keeps them) are filled when it was
+ * admitted, zeros otherwise.  False for any other shape.
  */
 static bool
 rl_redis_answers(const redisReply *reply, RlCheck *checks, const int *idx,
 				 const RlRedisCall *rc)
 {
 	RlCheck    *check = &checks[idx[rc->first]];
+	size_t		want;
 
 	if (reply->type != REDIS_REPLY_ARRAY)
 		return false;
 	if (rc->many)
 	{
-		if (reply->elements != 4 * (size_t) rc->n)
+		if (reply->elements != 6 * (size_t) rc->n)
 			return false;
 		for (int k = 0; k < rc->n; k++)
 		{
-			checks[idx[rc->first + k]].tightest = 0;
-			if (!rl_redis_answer_at(reply, 4 * k, &checks[idx[rc->first + k]]))
+			RlCheck    *c = &checks[idx[rc->first + k]];
+
+			c->tightest = 0;
+			if (!rl_redis_answer_at(reply, 6 * k, c) ||
+				!rl_redis_receipt_at(reply, 6 * k + 4, c->receipts))
 				return false;
+			if (c->receipts != NULL && !c->answer.allowed)
+				memset(c->receipts, 0, sizeof(RlReceipt));
 		}
 		return true;
 	}
-	if (reply->elements < 4)
-		return false;
 	check->tightest = 0;
-	if (check->rules)
+	if (!check->rules)
 	{
-		if (reply->elements < 5 ||
-			reply->element[4]->type != REDIS_REPLY_INTEGER ||
-			reply->element[4]->integer < 1 ||
-			reply->element[4]->integer > check->nrules)
+		if (reply->elements != 6 ||
+			!rl_redis_answer_at(reply, 0, check) ||
+			!rl_redis_receipt_at(reply, 4, check->receipts))
 			return false;
-		check->tightest = (int) reply->element[4]->integer - 1;
+		if (check->receipts != NULL && !check->answer.allowed)
+			memset(check->receipts, 0, sizeof(RlReceipt));
+		return true;
 	}
-	return rl_redis_answer_at(reply, 0, check);
+	if (reply->elements < 5 ||
+		reply->element[0]->type != REDIS_REPLY_INTEGER ||
+		reply->element[4]->type != REDIS_REPLY_INTEGER ||
+		reply->element[4]->integer < 1 ||
+		reply->element[4]->integer > check->nrules)
+		return false;
+	want = 5;
+	if (reply->element[0]->integer != 0 && !check->check_only)
+		want += 2 * (size_t) check->nrules;
+	if (reply->elements != want || !rl_redis_answer_at(reply, 0, check))
+		return false;
+	check->tightest = (int) reply->element[4]->integer - 1;
+	for (int i = 0; i < check->nrules && want > 5; i++)
+	{
+		if (!rl_redis_receipt_at(reply, 5 + 2 * i,
+								 check->receipts ? &check->receipts[i] : NULL))
+			return false;
+	}
+	if (check->receipts != NULL && want == 5)
+		memset(check->receipts, 0, sizeof(RlReceipt) * check->nrules);
+	return true;
 }
 
 /* A batch being planned: its checks and their keys' slots. */
