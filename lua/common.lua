@@ -178,8 +178,9 @@ end
 -- An algorithm returns it after its state, as whole numbers below 2^53
 -- (nil: 0): fixed_window and sliding_counter the start of the window
 -- charged, sliding_log the time and cum of the member written; the
--- buckets and GCRA nothing (the cost alone says what to give back).  A
--- call that took nothing (denied, cost 0) has 0, 0.
+-- buckets and GCRA the state's time and the debt (tokens missing, level)
+-- it then held, in credit units (rl_refund_give).  A call that took
+-- nothing (denied, cost 0) has 0, 0.
 local function rl_one(key, cost, ok, remaining, retry, reset, state, r1, r2)
   if not ok and cost > 0 then
     return 0, math.max(0, remaining), math.max(1, rl_ms(retry)), rl_ms(reset),
@@ -187,6 +188,9 @@ local function rl_one(key, cost, ok, remaining, retry, reset, state, r1, r2)
   end
   if ok and state then
     rl_write(key, state, reset)
+  end
+  if cost == 0 then
+    return 1, math.max(0, remaining), 0, rl_ms(reset), 0, 0
   end
   return 1, math.max(0, remaining), 0, rl_ms(reset), r1 or 0, r2 or 0
 end
@@ -211,6 +215,23 @@ local function rl_refund_read(key, tag, n)
     end
   end
   return nil
+end
+
+-- What a bucket's or GCRA's refund gives back, in credit units: the
+-- cost, but no more than the debt the admitted call left (r2, at the
+-- state's time r1, its receipt) less what drained or refilled between r1
+-- and ts, the time of the state the refund finds.  Each call between
+-- them only added to the debt, so that is the least of the call's cost
+-- the state still holds: a bucket that was full again meanwhile has
+-- already given that room back, and a refund of the whole cost would
+-- leave more room than a limiter that never saw the call.
+local function rl_refund_give(cost, unit, rate, r1, r2, ts)
+  local give = cost * unit
+  local left = r2 - math.max(0, ts - r1) * rate
+  if left < give then
+    give = math.max(0, left)
+  end
+  return give
 end
 
 -- Writes a refunded state, or deletes the key when the state is now that

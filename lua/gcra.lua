@@ -114,36 +114,40 @@ local function gcra(key, limit, window, cost, now, burst, carry)
     local r = after % rate
     state = struct.pack('<Bdddd', 1, now + (after - r) / rate, r, rate, now)
   end
-  return true, math.floor((full - after) / unit), 0, after / rate, state
+  -- The receipt: the state's time and its debt (refund below).
+  return true, math.floor((full - after) / unit), 0, after / rate, state,
+         now, after
 end
 
--- Gives back cost units taken by an admitted call (refund.lua; its
--- receipt is 0, 0): the TAT moved back by cost x T, from the state as
--- written, at its own time ts (so it is as if the call had not moved
--- it), never before ts (a TAT at ts or earlier is a fresh limiter's); a
--- policy's state likewise, its units used at ts less cost in its own
--- scale.  A TAT passed by now is a fresh limiter: the key goes.  A 0.1.0
--- or 0.2.0 text state has nothing known to give back.  True when the
--- state changed.
+-- Gives back what an admitted call took (refund.lua), its receipt r1, r2
+-- the state's time and debt: rl_refund_give's share of its cost off the
+-- debt the state holds at its own time ts (the TAT moved back by it).  A
+-- debt paid off by now is a fresh limiter: the key goes.  A state of
+-- another rate than the call's has nothing known to give back.  True
+-- when the state changed.
 local function gcra_refund(key, limit, window, capacity, carry, cost, r1, r2,
                            now)
   if cost <= 0 then
     return false
   end
+  local g = rl_gcd(limit, window)
+  local unit = window / g
+  local rate = limit / g
   if carry then
-    local debt, ts, unit, rate = rl_refund_read(key, 2, 4)
-    if not debt or debt <= 0 then
+    local debt, ts, was, wrate = rl_refund_read(key, 2, 4)
+    if not debt or debt <= 0 or was ~= unit or wrate ~= rate then
       return false
     end
-    debt = math.max(0, debt - cost * unit)
+    local give = rl_refund_give(cost, unit, rate, r1, r2, ts)
+    if give <= 0 then
+      return false
+    end
+    debt = math.max(0, debt - give)
     if debt <= math.max(0, now - ts) * rate then
       return rl_refund_write(key, nil)
     end
     return rl_refund_write(key, rl_carry_state(debt, ts, unit, rate))
   end
-  local g = rl_gcd(limit, window)
-  local unit = window / g
-  local rate = limit / g
   local us, r, d, ts = rl_refund_read(key, 1, 4)
   -- A fraction of another rate is not this key's (the key names its
   -- parameters): nothing known to give back.
@@ -155,7 +159,11 @@ local function gcra_refund(key, limit, window, capacity, carry, cost, r1, r2,
   if debt <= 0 then
     return false
   end
-  debt = math.max(0, debt - cost * unit)
+  local give = rl_refund_give(cost, unit, rate, r1, r2, ts)
+  if give <= 0 then
+    return false
+  end
+  debt = math.max(0, debt - give)
   if debt <= math.max(0, now - ts) * rate then
     return rl_refund_write(key, nil)
   end

@@ -112,7 +112,7 @@ local function rl_layered(KEYS, ARGV)
         all_ok = false
       end
       results[i] = {ok, left, wait, fresh, state, algorithm, limit, window,
-                    burst, carry, r1 or 0, r2 or 0}
+                    burst, carry, cost > 0 and r1 or 0, cost > 0 and r2 or 0}
     end
   end
   if each then

@@ -77,38 +77,37 @@ local function leaky_bucket(key, limit, window, cost, now, burst, carry)
       state = rl_state(level, ts, unit)
     end
   end
-  return true, math.floor((full - level) / unit), 0, reset, state
+  -- The receipt: the state's time and its level (refund below).
+  return true, math.floor((full - level) / unit), 0, reset, state, ts, level
 end
 
--- Gives back cost units taken by an admitted call (refund.lua; its
--- receipt is 0, 0): cost units out of the bucket as the state holds it,
--- at its own time ts (so the level is as if the call had not poured
--- them), never below empty.  A bucket that is empty by now is a fresh
--- one: the key goes.  True when the state changed.
+-- Gives back what an admitted call took (refund.lua), its receipt r1, r2
+-- the state's time and level: rl_refund_give's share of its cost out of
+-- the bucket as the state holds it, at its own time ts.  A bucket empty by
+-- now is a fresh one: the key goes.  A state in another scale than the
+-- call's has nothing known to give back.  True when the state changed.
 local function leaky_bucket_refund(key, limit, window, capacity, carry, cost,
                                    r1, r2, now)
   if cost <= 0 then
     return false
   end
-  local level, ts, unit, rate
+  local g = rl_gcd(limit, window)
+  local unit, rate = window / g, limit / g
+  local level, ts, was, wrate
   if carry then
-    -- The level at ts, in the state's own scale and rate.
-    level, ts, unit, rate = rl_refund_read(key, 2, 4)
+    level, ts, was, wrate = rl_refund_read(key, 2, 4)
   else
-    local g = rl_gcd(limit, window)
-    local was
-    unit, rate = window / g, limit / g
     level, ts, was = rl_refund_read(key, 1, 3)
-    -- A state of another scale is not this key's (the key names its
-    -- parameters): nothing known to give back.
-    if was ~= unit then
-      return false
-    end
+    wrate = rate
   end
-  if not level or level <= 0 then
+  if not level or level <= 0 or was ~= unit or wrate ~= rate then
     return false
   end
-  level = math.max(0, level - cost * unit)
+  local give = rl_refund_give(cost, unit, rate, r1, r2, ts)
+  if give <= 0 then
+    return false
+  end
+  level = math.max(0, level - give)
   if level <= math.max(0, now - ts) * rate then
     return rl_refund_write(key, nil)
   end

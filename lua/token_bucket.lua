@@ -69,42 +69,54 @@ local function token_bucket(key, limit, window, cost, now, burst, carry)
       state = rl_state(credit, ts, unit)
     end
   end
-  return true, math.floor(credit / unit), 0, shift + (full - credit) / rate, state
+  -- The receipt: the state's time and the tokens it then missed (credit
+  -- units), so that a refund gives back no more than the refill since
+  -- has not (refund below).
+  return true, math.floor(credit / unit), 0, shift + (full - credit) / rate, state,
+         ts, full - credit
 end
 
--- Gives back cost units taken by an admitted call (refund.lua; its
--- receipt is 0, 0): cost tokens back into the bucket as the state holds
--- it, at its own time ts (so the bucket is as if the call had not taken
--- them), never more than full.  A bucket that is full by now is a fresh
--- one: the key goes.  True when the state changed.
+-- Gives back what an admitted call took (refund.lua), its receipt r1, r2
+-- the state's time and the tokens then missing: rl_refund_give's share
+-- of its cost back into the bucket as the state holds it, at its own
+-- time ts, never more than full.  A bucket that is full by now is a
+-- fresh one: the key goes.  A state in another scale than the call's
+-- (converted since, or not this key's) has nothing known to give back.
+-- True when the state changed.
 local function token_bucket_refund(key, limit, window, capacity, carry, cost,
                                    r1, r2, now)
   if cost <= 0 then
     return false
   end
+  local g = rl_gcd(limit, window)
+  local unit = window / g
+  local rate = limit / g
+  local full = capacity * unit
   if carry then
     -- The tokens missing at ts, in the state's own scale and rate.
-    local debt, ts, unit, rate = rl_refund_read(key, 2, 4)
-    if not debt or debt <= 0 then
+    local debt, ts, was, wrate = rl_refund_read(key, 2, 4)
+    if not debt or debt <= 0 or was ~= unit or wrate ~= rate then
       return false
     end
-    debt = math.max(0, debt - cost * unit)
+    local give = rl_refund_give(cost, unit, rate, r1, r2, ts)
+    if give <= 0 then
+      return false
+    end
+    debt = math.max(0, debt - give)
     if debt <= math.max(0, now - ts) * rate then
       return rl_refund_write(key, nil)
     end
     return rl_refund_write(key, rl_carry_state(debt, ts, unit, rate))
   end
-  local g = rl_gcd(limit, window)
-  local unit = window / g
-  local rate = limit / g
-  local full = capacity * unit
   local credit, ts, was = rl_refund_read(key, 1, 3)
-  -- A state of another scale is not this key's (the key names its
-  -- parameters): nothing known to give back.
   if not credit or was ~= unit or credit >= full then
     return false
   end
-  credit = math.min(full, credit + cost * unit)
+  local give = rl_refund_give(cost, unit, rate, r1, r2, ts)
+  if give <= 0 then
+    return false
+  end
+  credit = math.min(full, credit + give)
   if credit + math.max(0, now - ts) * rate >= full then
     return rl_refund_write(key, nil)
   end

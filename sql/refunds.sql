@@ -121,11 +121,13 @@ INSERT INTO rf_script (cmd) VALUES
 	('SELECT rf_snap(%1$L, ''6 refilled'', 40500)');
 
 SET ratelimit.refund_on_abort = on;
+\set ECHO none
 \o /dev/null
 SELECT format(cmd, a) FROM unnest(ARRAY['fixed_window', 'sliding_log',
 	'sliding_counter', 'token_bucket', 'leaky_bucket', 'gcra']) a,
 	rf_script ORDER BY a, n \gexec
 \o
+\set ECHO all
 
 -- Every part's peeks: R and T must agree everywhere.
 SELECT algo, part, count(*) AS peeks,
@@ -231,11 +233,13 @@ SELECT refunds > 0 AS refunded, refunds_lost FROM rl_stats;
 -- The same on the local engine.
 SET ratelimit.engine = local;
 SET ratelimit.refund_on_abort = on;
+\set ECHO none
 \o /dev/null
 SELECT format(cmd, a) FROM unnest(ARRAY['fixed_window', 'sliding_log',
 	'sliding_counter', 'token_bucket', 'leaky_bucket', 'gcra']) a,
 	rf_script ORDER BY a, n \gexec
 \o
+\set ECHO all
 SELECT engine, count(*) AS peeks,
 	count(*) FILTER (WHERE r.remaining <> t.remaining OR r.retry <> t.retry
 					 OR r.reset <> t.reset) AS differ

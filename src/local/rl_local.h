@@ -171,5 +171,4 @@ extern bool rl_local_refund(int algorithm, RlLocalEntry *entry, double limit,
 							double cost, double r1, double r2, double now);
 
 
-
 #endif							/* RL_LOCAL_H */

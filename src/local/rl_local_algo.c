@@ -271,6 +271,8 @@ rl_token_bucket(RlLocalEntry *e, double limit, double window, double cost,
 		if (carry)
 			res->st[3] = rate;
 		res->ttl_ms = rl_ttl(reset);
+		res->r1 = ts;
+		res->r2 = full - credit;
 	}
 }
 
@@ -359,6 +361,8 @@ rl_leaky_bucket(RlLocalEntry *e, double limit, double window, double cost,
 		if (carry)
 			res->st[3] = rate;
 		res->ttl_ms = rl_ttl(reset);
+		res->r1 = ts;
+		res->r2 = level;
 	}
 }
 
@@ -437,10 +441,15 @@ rl_gcra(RlLocalEntry *e, double limit, double window, double cost,
 		res->st[2] = unit;
 		res->st[3] = rate;
 		res->ttl_ms = lmax(1, rl_ms(after / rate));
+		res->r1 = now;
+		res->r2 = after;
 	}
 	else if (cost > 0)
 	{
 		double		r = lmod(after, rate);
+
+		res->r1 = now;
+		res->r2 = after;
 
 		res->apply = true;
 		res->st[0] = now + (after - r) / rate;
@@ -790,20 +799,42 @@ rl_sliding_counter_refund(RlLocalEntry *e, double window, bool carry,
 }
 
 /*
+ * common.lua's rl_refund_give: what a bucket's or GCRA's refund gives
+ * back, in credit units: the cost, but no more than the debt the call
+ * left (r2, at the state's time r1) less what drained or refilled between
+ * r1 and the state's time ts.
+ */
+static double
+rl_refund_give(double cost, double unit, double rate, double r1, double r2,
+			   double ts)
+{
+	double		give = cost * unit;
+	double		left = r2 - lmax(0, ts - r1) * rate;
+
+	return left < give ? lmax(0, left) : give;
+}
+
+/*
  * A policy's bucket or GCRA state (debt or level, ts, unit, rate), the
- * same in the three scripts' refunds: cost units less, in the state's own
- * scale, never below 0; none left by now is a fresh limiter.
+ * same in the three scripts' refunds: rl_refund_give's share less, never
+ * below 0, when the state is in the call's scale (unit, rate); none left
+ * by now is a fresh limiter.
  */
 static bool
-rl_carried_refund(RlLocalEntry *e, double cost, double now)
+rl_carried_refund(RlLocalEntry *e, double unit, double rate, double cost,
+				  double r1, double r2, double now)
 {
 	double		debt = e->u.st[0];
 	double		ts = e->u.st[1];
+	double		give;
 
-	if (cost <= 0 || debt <= 0)
+	if (cost <= 0 || debt <= 0 || e->u.st[2] != unit || e->u.st[3] != rate)
 		return false;
-	debt = lmax(0, debt - cost * e->u.st[2]);
-	if (debt <= lmax(0, now - ts) * e->u.st[3])
+	give = rl_refund_give(cost, unit, rate, r1, r2, ts);
+	if (give <= 0)
+		return false;
+	debt = lmax(0, debt - give);
+	if (debt <= lmax(0, now - ts) * rate)
 		return rl_refund_fresh(e);
 	e->u.st[0] = debt;
 	return true;
@@ -812,26 +843,25 @@ rl_carried_refund(RlLocalEntry *e, double cost, double now)
 /* token_bucket.lua's token_bucket_refund */
 static bool
 rl_token_bucket_refund(RlLocalEntry *e, double limit, double window,
-					   double capacity, bool carry, double cost, double now)
+					   double capacity, bool carry, double cost, double r1,
+					   double r2, double now)
 {
-	double		g;
-	double		unit;
-	double		rate;
-	double		full;
+	double		g = rl_gcd(limit, window);
+	double		unit = window / g;
+	double		rate = limit / g;
+	double		full = capacity * unit;
 	double		credit = e->u.st[0];
 	double		ts = e->u.st[1];
+	double		give;
 
 	if (carry)
-		return rl_carried_refund(e, cost, now);
-	if (cost <= 0)
+		return rl_carried_refund(e, unit, rate, cost, r1, r2, now);
+	if (cost <= 0 || e->u.st[2] != unit || credit >= full)
 		return false;
-	g = rl_gcd(limit, window);
-	unit = window / g;
-	rate = limit / g;
-	full = capacity * unit;
-	if (e->u.st[2] != unit || credit >= full)
+	give = rl_refund_give(cost, unit, rate, r1, r2, ts);
+	if (give <= 0)
 		return false;
-	credit = lmin(full, credit + cost * unit);
+	credit = lmin(full, credit + give);
 	if (credit + lmax(0, now - ts) * rate >= full)
 		return rl_refund_fresh(e);
 	e->u.st[0] = credit;
@@ -841,24 +871,24 @@ rl_token_bucket_refund(RlLocalEntry *e, double limit, double window,
 /* leaky_bucket.lua's leaky_bucket_refund */
 static bool
 rl_leaky_bucket_refund(RlLocalEntry *e, double limit, double window,
-					   bool carry, double cost, double now)
+					   bool carry, double cost, double r1, double r2,
+					   double now)
 {
-	double		g;
-	double		unit;
-	double		rate;
+	double		g = rl_gcd(limit, window);
+	double		unit = window / g;
+	double		rate = limit / g;
 	double		level = e->u.st[0];
 	double		ts = e->u.st[1];
+	double		give;
 
 	if (carry)
-		return rl_carried_refund(e, cost, now);
-	if (cost <= 0)
+		return rl_carried_refund(e, unit, rate, cost, r1, r2, now);
+	if (cost <= 0 || e->u.st[2] != unit || level <= 0)
 		return false;
-	g = rl_gcd(limit, window);
-	unit = window / g;
-	rate = limit / g;
-	if (e->u.st[2] != unit || level <= 0)
+	give = rl_refund_give(cost, unit, rate, r1, r2, ts);
+	if (give <= 0)
 		return false;
-	level = lmax(0, level - cost * unit);
+	level = lmax(0, level - give);
 	if (level <= lmax(0, now - ts) * rate)
 		return rl_refund_fresh(e);
 	e->u.st[0] = level;
@@ -868,28 +898,27 @@ rl_leaky_bucket_refund(RlLocalEntry *e, double limit, double window,
 /* gcra.lua's gcra_refund */
 static bool
 rl_gcra_refund(RlLocalEntry *e, double limit, double window, bool carry,
-			   double cost, double now)
+			   double cost, double r1, double r2, double now)
 {
-	double		g;
-	double		unit;
-	double		rate;
+	double		g = rl_gcd(limit, window);
+	double		unit = window / g;
+	double		rate = limit / g;
 	double		ts = e->u.st[3];
 	double		debt;
+	double		give;
 	double		r;
 
 	if (carry)
-		return rl_carried_refund(e, cost, now);
-	if (cost <= 0)
-		return false;
-	g = rl_gcd(limit, window);
-	unit = window / g;
-	rate = limit / g;
-	if (e->u.st[2] != rate)
+		return rl_carried_refund(e, unit, rate, cost, r1, r2, now);
+	if (cost <= 0 || e->u.st[2] != rate)
 		return false;
 	debt = (e->u.st[0] - ts) * rate + e->u.st[1];
 	if (debt <= 0)
 		return false;
-	debt = lmax(0, debt - cost * unit);
+	give = rl_refund_give(cost, unit, rate, r1, r2, ts);
+	if (give <= 0)
+		return false;
+	debt = lmax(0, debt - give);
 	if (debt <= lmax(0, now - ts) * rate)
 		return rl_refund_fresh(e);
 	r = lmod(debt, rate);
@@ -939,12 +968,13 @@ rl_local_refund(int algorithm, RlLocalEntry *entry, double limit,
 			return rl_sliding_counter_refund(entry, window, carry, cost, r1);
 		case RL_TOKEN_BUCKET:
 			return rl_token_bucket_refund(entry, limit, window, capacity,
-										  carry, cost, now);
+										  carry, cost, r1, r2, now);
 		case RL_LEAKY_BUCKET:
 			return rl_leaky_bucket_refund(entry, limit, window, carry, cost,
-										  now);
+										  r1, r2, now);
 		case RL_GCRA:
-			return rl_gcra_refund(entry, limit, window, carry, cost, now);
+			return rl_gcra_refund(entry, limit, window, carry, cost, r1, r2,
+								  now);
 		default:
 			elog(ERROR, "unknown rate limiting algorithm %d", algorithm);
 	}

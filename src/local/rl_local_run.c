@@ -474,11 +474,16 @@ rl_local_refund_op(RlRefund *refunds, int n)
 		now = rl_local_clock(&part, 1, pinned, wall);
 		e = rl_local_find(r->key, len, hash, now, false, &full, NULL, 0);
 		if (e != NULL && e->valid)
+		{
 			rl_local_refund(l->algorithm, e, (double) l->limit,
 							(double) l->window_us, (double) rl_capacity(l),
 							l->carry, (double) r->cost,
 							(double) r->receipt.r1, (double) r->receipt.r2,
 							now);
+			/* A state given back to fresh leaves its entry. */
+			if (!e->valid)
+				rl_local_release(e, hash);
+		}
 		rl_local_unlock(&part, 1);
 		r->done = true;
 	}
