@@ -55,13 +55,14 @@ SELECT author_id, count(*) FROM trig_comments GROUP BY 1 ORDER BY 1;
 SELECT * FROM trig_peek('public.trig_comments:author_id=''1''', 'sliding_log', 3, '1 minute');
 
 -- A multi-row statement fails at the row that goes over: none of its
--- rows is stored, but the rows checked before it stay counted.
+-- rows is stored, and the rows checked before it are given back when the
+-- statement's work is rolled back (refunds, on by default since 0.6.0).
 SELECT * FROM trig_error($$INSERT INTO trig_comments (author_id, body)
 	SELECT 3, 'bulk ' || g FROM generate_series(1, 5) g$$);
 SELECT count(*) FROM trig_comments WHERE author_id = 3;
 SELECT * FROM trig_peek('public.trig_comments:author_id=''3''', 'sliding_log', 3, '1 minute');
 
--- A rollback does not give back what was consumed.
+-- A rollback gives back what the rows were charged.
 BEGIN;
 INSERT INTO trig_comments (author_id, body) VALUES (4, 'rolled back');
 ROLLBACK;
@@ -274,15 +275,15 @@ SELECT * FROM trig_error($$INSERT INTO trig_wide SELECT g % 2000 FROM generate_s
 	UNION ALL SELECT 5 UNION ALL SELECT 5$$);
 SELECT * FROM trig_peek('public.trig_wide:author_id=''1999''', 'sliding_counter', 3, '1 minute');
 -- The same with a third row for author 1999, whose key comes in the last
--- chunk: it refuses, and the chunks checked before it stay charged
--- (author 1: 0 left), as a row trigger's earlier rows do; its own chunk's
--- keys are not (author 1998).  In cluster mode a statement of several
--- scripts is checked first and charged only if every script admits, so
--- author 1 is not charged either (1 left).
+-- chunk: it refuses; the chunks checked before it were charged, and the
+-- statement's abort gives that back (refunds, the default), as it does a
+-- row trigger's earlier rows; its own chunk's keys were never charged
+-- (author 1998).  In cluster mode a statement of several scripts is
+-- checked first and charged only if every script admits.  Either way
+-- author 1 has 1 left.
 SELECT * FROM trig_error($$INSERT INTO trig_wide SELECT g % 2000 FROM generate_series(1, 2000) g
 	UNION ALL SELECT 1999 UNION ALL SELECT 1999$$);
-SELECT allowed, remaining = CASE current_setting('ratelimit.redis_mode')
-		   WHEN 'cluster' THEN 1 ELSE 0 END AS remaining_ok,
+SELECT allowed, remaining = 1 AS remaining_ok,
 	   retry_after_ms, reset_after_ms
 FROM trig_peek('public.trig_wide:author_id=''1''', 'sliding_counter', 3, '1 minute');
 SELECT * FROM trig_peek('public.trig_wide:author_id=''1998''', 'sliding_counter', 3, '1 minute');
@@ -386,14 +387,15 @@ SELECT * FROM trig_error($$INSERT INTO trig_pair_parts VALUES (1)$$);
 -- 256 rows, or the statement's.)
 CREATE TABLE trig_pair_wal (author_id int, body text);
 CREATE TRIGGER trig_pair_wal_count BEFORE INSERT ON trig_pair_wal
-	FOR EACH ROW EXECUTE FUNCTION rl_throttle_statement('author_id', 'token_bucket', '100000', '1 minute');
+	FOR EACH ROW EXECUTE FUNCTION rl_throttle_statement('author_id', 'token_bucket', '100000', '1 minute', 'refund=off');
 CREATE TRIGGER trig_pair_wal_check AFTER INSERT ON trig_pair_wal
-	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'token_bucket', '100000', '1 minute');
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_throttle_statement('author_id', 'token_bucket', '100000', '1 minute', 'refund=off');
 BEGIN;
 INSERT INTO trig_pair_wal SELECT g % 10, repeat('x', 100) FROM generate_series(1, 20000) g;
 SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), pg_current_wal_flush_lsn()) < 1048576 AS flushed_early;
 ROLLBACK;
--- Redis kept the charge: 2000 rows per author, counted 256 rows at a time.
+-- Redis kept the charge (refund=off): 2000 rows per author, counted 256
+-- rows at a time.
 SELECT * FROM trig_peek('public.trig_pair_wal:author_id=''3''', 'token_bucket', 100000, '1 minute');
 
 --
@@ -605,7 +607,8 @@ SELECT * FROM trig_peek('public.trig_rls:author_id=''2''', 'fixed_window', 3, '1
 INSERT INTO trig_rls VALUES (1, 'b'), (1, 'c');
 SELECT * FROM trig_error($$INSERT INTO trig_rls VALUES (1, 'd')$$);
 SELECT count(*) FROM trig_rls;
--- The BEFORE form charges the row before the policy refuses it.
+-- The BEFORE form charges the row before the policy refuses it; the
+-- failed statement gives the charge back.
 DROP TRIGGER trig_rls_after ON trig_rls;
 CREATE TRIGGER trig_rls_before BEFORE INSERT ON trig_rls
 	FOR EACH ROW EXECUTE FUNCTION rl_throttle('author_id', 'fixed_window', '3', '1 minute');

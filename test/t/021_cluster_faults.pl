@@ -161,8 +161,9 @@ fact('cluster_statement_race_overcharge.021', $overcharge);
 # second master.  The stalled master's check is never answered (the
 # policy admits that key, and check-only means nothing ran there that
 # counts); the consume round then finds the second key exhausted and
-# refuses the statement, while the third master's key was charged: the
-# over-charge README describes, and still no key over its limit.
+# refuses the statement, while the third master's key was charged; the
+# refused statement's abort gives that charge back (refunds, the
+# triggers' default since 0.6.0), and no key is over its limit.
 $node->safe_psql('postgres', q{
 CREATE TABLE race2 (author text);
 CREATE TRIGGER race2_limit AFTER INSERT ON race2 REFERENCING NEW TABLE AS rl_new
@@ -201,8 +202,8 @@ unlike($r2e, qr/ERROR/, 'race: the other statement took the last unit meanwhile'
 like($s1e, qr/ERROR:\s+PT429/, 'race: the statement passed the check round and was refused in the consume round')
   or diag($s1e);
 usleep(300_000);
-is(join(' ', map { count_of(trigger_key('race2', 'author', $_, 10)) } $ka, $kb, $kc), '0 10 1',
-	'race: the stalled master\'s key is uncharged (check only), the exhausted key at its limit, the third charged by the refused statement');
+is(join(' ', map { count_of(trigger_key('race2', 'author', $_, 10)) } $ka, $kb, $kc), '0 10 0',
+	'race: the stalled master\'s key is uncharged (check only), the exhausted key at its limit, the third given back when the refused statement aborted');
 $_->quit for $s1, $s2;
 @masters = $rc->masters;
 fault_done('cluster statement trigger race between check and consume', $mark);
