@@ -313,7 +313,8 @@ rl_policy_refunds_lost(int64 n, const char *why)
 			(errcode(ERRCODE_CONNECTION_FAILURE),
 			 errmsg("ratelimit could not give back " INT64_FORMAT " refunds of aborted work",
 					n + unwarned),
-			 errdetail("%s%sThe limiters keep what those checks took until it expires; a refund is never sent twice.",
+			 errdetail("%s%s%sThe limiters keep what those checks took until it expires; a refund is never sent twice.",
+					   why != NULL ? "Cause: " : "",
 					   why != NULL ? why : "",
 					   why != NULL ? ". " : ""),
 			 unwarned > 0 ?

@@ -61,11 +61,20 @@ typedef struct RlPending
 	SubTransactionId subid;
 } RlPending;
 
+/*
+ * Most refunds one transaction keeps: about 150 MB with their keys.  A
+ * bulk load under a row trigger keeps one per row (one per key and window
+ * for the window algorithms); past this, further checks are not kept, and
+ * count as lost if the transaction aborts.
+ */
+#define RL_REFUND_MAX_PENDING	(1 << 20)
+
 /* The pending refunds, oldest first, in rl_refund_cxt. */
 static MemoryContext rl_refund_cxt = NULL;
 static RlPending *rl_pending = NULL;
 static int	rl_npending = 0;
 static int	rl_maxpending = 0;
+static int64 rl_unkept = 0;		/* past RL_REFUND_MAX_PENDING */
 
 static void rl_refund_xact(XactEvent event, void *arg);
 static void rl_refund_subxact(SubXactEvent event, SubTransactionId mySubid,
@@ -88,6 +97,7 @@ rl_refund_start(void)
 static void
 rl_refund_forget(void)
 {
+	rl_unkept = 0;
 	if (rl_refund_cxt == NULL || rl_maxpending == 0)
 		return;
 	MemoryContextReset(rl_refund_cxt);
@@ -145,6 +155,11 @@ rl_refund_keep(const RlCheck *check, const RlStoreOps *store)
 			l->algorithm != RL_SLIDING_LOG)
 		{
 			rl_pending[rl_npending - 1].refund.cost += check->costs[i];
+			continue;
+		}
+		if (rl_npending == RL_REFUND_MAX_PENDING)
+		{
+			rl_unkept++;
 			continue;
 		}
 		if (rl_npending == rl_maxpending)
@@ -264,6 +279,12 @@ rl_refund_xact(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			rl_refund_give(0);
+			if (rl_unkept > 0)
+			{
+				rl_counters.refunds_lost += rl_unkept;
+				rl_policy_refunds_lost(rl_unkept,
+									   "the transaction made more checks that refund than one transaction keeps");
+			}
 			rl_refund_forget();
 			break;
 		case XACT_EVENT_COMMIT:

@@ -171,6 +171,38 @@ for my $old (grep { $_ ne $current } @versions)
 		't', "$old + UPDATE: a call goes through");
 }
 
+# A 0.5.0 catalog served by the new library, then updated: its rl_stats
+# (no refunds columns) and its rl_policies (no refund_on_abort) work
+# before the update; after it, a policy made before keeps refunds off, and
+# the grants an administrator made on rl_stats (function and view, which
+# the update recreates) survive.
+$node->safe_psql('postgres', 'CREATE ROLE regress_rl_009_mon');
+$node->safe_psql('postgres', 'CREATE DATABASE old050');
+$node->safe_psql('old050', q{CREATE EXTENSION ratelimit VERSION '0.5.0';
+GRANT EXECUTE ON FUNCTION rl_stats() TO regress_rl_009_mon;
+GRANT SELECT ON rl_stats TO regress_rl_009_mon;
+INSERT INTO rl_policies (name, algo, "limit", "window") VALUES ('old.050', 'fixed_window', 5, '1 hour');});
+is($node->safe_psql('old050', "SELECT calls >= 0 FROM rl_stats;
+	BEGIN; SELECT remaining FROM rl_allow('k009', 'old.050'); ROLLBACK;
+	SELECT remaining FROM rl_peek('k009', 'old.050')"),
+	"t\n4\n4", '0.5.0 catalog on the new library: rl_stats and a policy work, and the policy does not refund');
+$node->safe_psql('old050', 'ALTER EXTENSION ratelimit UPDATE');
+is($node->safe_psql('old050', "SELECT refund_on_abort FROM rl_policies WHERE name = 'old.050'"),
+	'f', '0.5.0 + UPDATE: a policy made before keeps refunds off');
+is($node->safe_psql('old050', "SET ROLE regress_rl_009_mon; SELECT refunds, refunds_lost FROM rl_stats"),
+	'0|0', '0.5.0 + UPDATE: the monitoring role granted rl_stats reads its new columns');
+is($node->safe_psql('old050',
+		"SELECT has_function_privilege('regress_rl_009_mon', 'rl_stats()', 'EXECUTE'),
+			has_table_privilege('regress_rl_009_mon', 'rl_stats', 'SELECT'),
+			has_function_privilege('public', 'rl_stats()', 'EXECUTE'),
+			has_table_privilege('pg_monitor', 'rl_stats', 'SELECT')"),
+	't|t|f|t', '0.5.0 + UPDATE: the grants on rl_stats survive, PUBLIC still may not, pg_monitor may');
+like($node->safe_psql_dump('old050'),
+	qr/GRANT SELECT ON TABLE public\.rl_stats TO regress_rl_009_mon;/,
+	'0.5.0 + UPDATE: pg_dump still writes the administrator\'s grant on the view');
+$node->safe_psql('postgres', 'DROP DATABASE old050');
+$node->safe_psql('postgres', 'DROP ROLE regress_rl_009_mon');
+
 # A 0.3.0 catalog served by the new library: its rl_reset(key, algo) no
 # longer names one limiter, and says so (and what to run), touching
 # nothing; the update's rl_reset takes the parameters.
