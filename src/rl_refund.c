@@ -93,16 +93,21 @@ rl_refund_start(void)
 	RegisterSubXactCallback(rl_refund_subxact, NULL);
 }
 
-/* Forgets every pending refund (the transaction ended). */
+/*
+ * Forgets every pending refund (the transaction ended).  The context is
+ * emptied only once it holds more than a small transaction's worth, so a
+ * busy session's commits free nothing but the count.
+ */
 static void
 rl_refund_forget(void)
 {
 	rl_unkept = 0;
-	if (rl_refund_cxt == NULL || rl_maxpending == 0)
+	rl_npending = 0;
+	if (rl_refund_cxt == NULL ||
+		MemoryContextMemAllocated(rl_refund_cxt, true) <= 64 * 1024)
 		return;
 	MemoryContextReset(rl_refund_cxt);
 	rl_pending = NULL;
-	rl_npending = 0;
 	rl_maxpending = 0;
 }
 
