@@ -61,7 +61,7 @@ SHLIB_LINK += -lhiredis -lssl -lcrypto
 
 # pg_regress suites; each needs a Redis server reachable through the
 # settings in the server's configuration (test/check.sh provides both).
-REGRESS = basic algorithms burst acquire errors settings local shadow stats batch layered triggers postgrest examples policies policy_changes ping refunds
+REGRESS = basic algorithms burst acquire errors settings local shadow stats batch layered triggers postgrest examples policies policy_changes ping refunds concurrency
 REGRESS_OPTS = --load-extension=ratelimit
 
 LUA_SCRIPTS = $(wildcard lua/*.lua)

@@ -38,6 +38,7 @@ local RL_ALGORITHMS = {
   token_bucket = token_bucket,
   leaky_bucket = leaky_bucket,
   gcra = gcra,
+  concurrency = concurrency,
 }
 local RL_CARRIED = {
   ['fixed_window!'] = fixed_window,
@@ -46,6 +47,7 @@ local RL_CARRIED = {
   ['token_bucket!'] = token_bucket,
   ['leaky_bucket!'] = leaky_bucket,
   ['gcra!'] = gcra,
+  ['concurrency!'] = concurrency,
 }
 
 -- The algorithm a name says, and whether it is a policy's (carry).

@@ -21,6 +21,7 @@ local RL_REFUNDS = {
   token_bucket = token_bucket_refund,
   leaky_bucket = leaky_bucket_refund,
   gcra = gcra_refund,
+  concurrency = concurrency_refund,
 }
 
 local function rl_refund(KEYS, ARGV)

@@ -88,6 +88,9 @@ rl_jitter_ms(int64 ms)
 	return (int64) pg_prng_uint64_range(&pg_global_prng_state, 0, span);
 }
 
+/* How often rl_acquire asks again for a concurrency slot. */
+#define RL_CONCURRENCY_POLL_MS	20
+
 /*
  * Sleeps ms milliseconds on the latch.  Another wake-up (a signal, the
  * latch set) sleeps again for what is left; cancel, statement_timeout
@@ -135,6 +138,14 @@ rl_acquire_loop(const RlLimiter *limiter, char *key, int keylen, int64 cost,
 			return;
 
 		wait_ms = Max(answer->retry_after_ms, 1);
+
+		/*
+		 * A concurrency slot frees when a holder's transaction ends, before
+		 * the lease end the denial reports: ask again every
+		 * RL_CONCURRENCY_POLL_MS until max_wait.
+		 */
+		if (limiter->algorithm == RL_CONCURRENCY)
+			wait_ms = Min(wait_ms, RL_CONCURRENCY_POLL_MS);
 		if (!pinned)
 			waited_us = GetCurrentTimestamp() - start;
 		if (waited_us + wait_ms * 1000 > wait_us)

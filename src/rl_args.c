@@ -43,7 +43,8 @@ static const struct
 	RL_ALGORITHM("sliding_counter"),
 	RL_ALGORITHM("token_bucket"),
 	RL_ALGORITHM("leaky_bucket"),
-	RL_ALGORITHM("gcra")
+	RL_ALGORITHM("gcra"),
+	RL_ALGORITHM("concurrency")
 };
 
 /*
@@ -155,7 +156,7 @@ rl_window_us(Interval *window)
 void
 rl_check_limiter(const RlLimiter *limiter)
 {
-	int64		cap = limiter->algorithm == RL_SLIDING_LOG ?
+	int64		cap = rl_algorithm_logs(limiter->algorithm) ?
 		RL_MAX_LOG_LIMIT : RL_MAX_LIMIT;
 	bool		gradual = limiter->algorithm == RL_TOKEN_BUCKET ||
 		limiter->algorithm == RL_LEAKY_BUCKET ||
@@ -171,7 +172,9 @@ rl_check_limiter(const RlLimiter *limiter)
 				 errmsg("rate limit must be at most " INT64_FORMAT " for %s",
 						cap, rl_algorithm_name(limiter->algorithm)),
 				 limiter->algorithm == RL_SLIDING_LOG ?
-				 errdetail("The sliding log stores one entry per admitted call, up to the limit per window.") : 0));
+				 errdetail("The sliding log stores one entry per admitted call, up to the limit per window.") :
+				 limiter->algorithm == RL_CONCURRENCY ?
+				 errdetail("A concurrency limit stores one entry per holder, up to the limit.") : 0));
 
 	if (limiter->burst != 0 && !gradual)
 		ereport(ERROR,

@@ -59,7 +59,12 @@ rl_engine_store(void)
 static inline bool
 rl_engine_cacheable(const RlCheck *check)
 {
-	return check->nrules == 1 && !check->check_only;
+	/*
+	 * A concurrency limit's denial lasts until a holder's release, which
+	 * comes before the wait it reports: not one to remember.
+	 */
+	return check->nrules == 1 && !check->check_only &&
+		check->limiters[0].algorithm != RL_CONCURRENCY;
 }
 
 /*

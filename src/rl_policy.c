@@ -311,7 +311,7 @@ rl_policy_refunds_lost(int64 n, const char *why)
 	}
 	ereport(WARNING,
 			(errcode(ERRCODE_CONNECTION_FAILURE),
-			 errmsg("ratelimit could not give back " INT64_FORMAT " refunds of aborted work",
+			 errmsg("ratelimit could not give back " INT64_FORMAT " refunds or concurrency slots",
 					n + unwarned),
 			 errdetail("%s%s%sThe limiters keep what those checks took until it expires; a refund is never sent twice.",
 					   why != NULL ? "Cause: " : "",

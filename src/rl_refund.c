@@ -19,6 +19,10 @@
  * refunded, and a prepared transaction is final at PREPARE (ROLLBACK
  * PREPARED gives nothing back; the session that checked may be gone).
  *
+ * A concurrency check (lua/concurrency.lua) is kept the same way whatever
+ * the refund settings: its slot is released when its work ends, by the
+ * same path, at an abort as a refund and at a commit or PREPARE too.
+ *
  * Giving back runs inside the abort, where an ERROR must not escape:
  * each store gets the refunds in one call (its operation sends one round
  * trip per node, with the command timeout; the abort holds interrupts
@@ -152,12 +156,13 @@ rl_refund_keep(const RlCheck *check, const RlStoreOps *store)
 		const RlLimiter *l = rl_check_limiter_of(check, i);
 		RlPending  *p;
 
-		if (!rl_refunds(l) || check->costs[i] <= 0)
+		if ((!rl_refunds(l) && l->algorithm != RL_CONCURRENCY) ||
+			check->costs[i] <= 0)
 			continue;
 		if (rl_npending > 0 &&
 			rl_refund_joins(&rl_pending[rl_npending - 1], store,
 							check->keys[i], l, &check->receipts[i], subid) &&
-			l->algorithm != RL_SLIDING_LOG)
+			!rl_algorithm_logs(l->algorithm))
 		{
 			rl_pending[rl_npending - 1].refund.cost += check->costs[i];
 			continue;
@@ -187,7 +192,10 @@ rl_refund_keep(const RlCheck *check, const RlStoreOps *store)
 	MemoryContextSwitchTo(old);
 }
 
-/* Whether a check must bring back its receipts: one of its rules refunds. */
+/*
+ * Whether a check must bring back its receipts: one of its rules refunds,
+ * or holds a concurrency slot, which is always released.
+ */
 bool
 rl_refund_wanted(const RlCheck *check)
 {
@@ -197,7 +205,8 @@ rl_refund_wanted(const RlCheck *check)
 		return false;
 	for (int i = 0; i < n; i++)
 	{
-		if (rl_refunds(&check->limiters[i]))
+		if (rl_refunds(&check->limiters[i]) ||
+			check->limiters[i].algorithm == RL_CONCURRENCY)
 			return true;
 	}
 	return false;
@@ -209,7 +218,7 @@ rl_refund_wanted(const RlCheck *check)
  * ERROR leaves here: a store's is caught, and its refunds count as lost.
  */
 static void
-rl_refund_give(int first)
+rl_refund_give(int first, bool releases)
 {
 	static const RlStoreOps *const stores[] = {&rl_redis_store, &rl_local_store};
 	int			n = rl_npending - first;
@@ -218,6 +227,17 @@ rl_refund_give(int first)
 	int64		lost = 0;
 	const char *why = NULL;
 
+	if (releases)
+	{
+		/* A commit sends only releases: most commits have none. */
+		int			k = first;
+
+		while (k < rl_npending &&
+			   rl_pending[k].refund.limiter.algorithm != RL_CONCURRENCY)
+			k++;
+		if (k == rl_npending)
+			n = 0;
+	}
 	if (n <= 0)
 		return;
 	batch = MemoryContextAlloc(rl_refund_cxt, sizeof(RlRefund) * n);
@@ -227,7 +247,9 @@ rl_refund_give(int first)
 
 		for (int i = rl_npending - 1; i >= first; i--)
 		{
-			if (rl_pending[i].store == stores[s])
+			if (rl_pending[i].store == stores[s] &&
+				(!releases ||
+				 rl_pending[i].refund.limiter.algorithm == RL_CONCURRENCY))
 				batch[m++] = rl_pending[i].refund;
 		}
 		if (m == 0)
@@ -268,7 +290,10 @@ rl_refund_give(int first)
 				lost++;
 		}
 	}
-	rl_npending = first;
+	if (releases)
+		rl_npending = 0;		/* the transaction ended: rl_refund_forget */
+	else
+		rl_npending = first;
 	rl_counters.refunds += done;
 	rl_counters.refunds_lost += lost;
 	if (lost > 0)
@@ -283,7 +308,7 @@ rl_refund_xact(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			rl_refund_give(0);
+			rl_refund_give(0, false);
 			if (rl_unkept > 0)
 			{
 				rl_counters.refunds_lost += rl_unkept;
@@ -295,6 +320,7 @@ rl_refund_xact(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PREPARE:
+			rl_refund_give(0, true);
 			rl_refund_forget();
 			break;
 		default:
@@ -323,5 +349,5 @@ rl_refund_subxact(SubXactEvent event, SubTransactionId mySubid,
 			rl_pending[i].subid = parentSubid;
 		return;
 	}
-	rl_refund_give(first);
+	rl_refund_give(first, false);
 }

@@ -29,8 +29,20 @@ typedef enum RlAlgorithm
 	RL_TOKEN_BUCKET,
 	RL_LEAKY_BUCKET,
 	RL_GCRA,
+	RL_CONCURRENCY,				/* 0.6.0: holders in flight (rl_refund.c) */
 	RL_NUM_ALGORITHMS
 } RlAlgorithm;
+
+/*
+ * Whether an algorithm keeps one entry per admitted call: the sliding log,
+ * and concurrency, whose holders are a sliding log's entries released when
+ * their transaction ends (or when their lease, the window, runs out).
+ */
+static inline bool
+rl_algorithm_logs(RlAlgorithm algorithm)
+{
+	return algorithm == RL_SLIDING_LOG || algorithm == RL_CONCURRENCY;
+}
 
 /* Input caps (README, "Limits"). */
 #define RL_MAX_KEY_BYTES	1024

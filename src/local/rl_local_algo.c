@@ -699,6 +699,7 @@ rl_local_algorithm(int algorithm, RlLocalEntry *entry, double limit,
 			rl_fixed_window(entry, limit, window, cost, now, carry, res);
 			break;
 		case RL_SLIDING_LOG:
+		case RL_CONCURRENCY:
 			rl_sliding_log(entry, limit, window, cost, now, carry, res);
 			break;
 		case RL_SLIDING_COUNTER:
@@ -729,7 +730,7 @@ void
 rl_local_write(int algorithm, RlLocalEntry *entry, const RlLocalResult *res,
 			   double now)
 {
-	if (algorithm == RL_SLIDING_LOG)
+	if (rl_algorithm_logs(algorithm))
 	{
 		if (res->log_clear || !entry->valid)
 			rl_local_log_clear(entry);
@@ -963,6 +964,7 @@ rl_local_refund(int algorithm, RlLocalEntry *entry, double limit,
 		case RL_FIXED_WINDOW:
 			return rl_fixed_window_refund(entry, cost, r1);
 		case RL_SLIDING_LOG:
+		case RL_CONCURRENCY:
 			return rl_sliding_log_refund(entry, cost, r1, r2);
 		case RL_SLIDING_COUNTER:
 			return rl_sliding_counter_refund(entry, window, carry, cost, r1);

@@ -54,7 +54,7 @@ static bool
 rl_local_room(int algorithm, RlLocalEntry *e, const RlLocalResult *res,
 			  double now, int need, const RlLocalHeld *held)
 {
-	if (algorithm != RL_SLIDING_LOG || !res->apply)
+	if (!rl_algorithm_logs(algorithm) || !res->apply)
 		return true;
 	while (!rl_local_log_room(e, need))
 	{
