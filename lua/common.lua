@@ -238,12 +238,17 @@ end
 -- of a fresh limiter (nil).  The key keeps its TTL: a refund only gives
 -- room back, so the state never needs to live longer than the check that
 -- wrote it said, and the key existed (no key is ever left without one).
--- Returns true: the state changed.
+-- The TTL is read and written again (SET ... KEEPTTL needs Redis 6.0).
+-- Returns true when the state changed.
 local function rl_refund_write(key, state)
-  if state then
-    redis.call('SET', key, state, 'KEEPTTL')
-  else
+  if not state then
     redis.call('DEL', key)
+    return true
   end
+  local ttl = redis.call('PTTL', key)
+  if ttl <= 0 then
+    return false
+  end
+  redis.call('SET', key, state, 'PX', ttl)
   return true
 end

@@ -24,12 +24,18 @@ local RL_REFUNDS = {
   concurrency = concurrency_refund,
 }
 
+-- The algorithms whose refunds of one key go together, in one pass over
+-- the log (sliding_log_refund_many): each refund rewrites the members
+-- after it, so one at a time would rewrite them once per refund.
+local RL_LOGS = {sliding_log = true, concurrency = true}
+
 local function rl_refund(KEYS, ARGV)
   if not struct then
     rl_globals()
   end
   local now = rl_clock(ARGV[1])
   local out = {}
+  local logs, order = {}, {}
   for i = 1, #KEYS do
     local b = 7 * i - 5
     local name, carry = ARGV[b], false
@@ -40,11 +46,32 @@ local function rl_refund(KEYS, ARGV)
     if not refund then
       return redis.error_reply('ERR ratelimit: unknown algorithm in refund')
     end
-    local changed = refund(KEYS[i], tonumber(ARGV[b + 1]),
-                           tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]),
-                           carry, tonumber(ARGV[b + 4]),
-                           tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6]), now)
-    out[i] = changed and 1 or 0
+    if RL_LOGS[name] then
+      local g = logs[KEYS[i]]
+      if not g then
+        g = {items = {}, at = {}, n = 0}
+        logs[KEYS[i]] = g
+        order[#order + 1] = KEYS[i]
+      end
+      g.n = g.n + 1
+      g.items[g.n] = {tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6]),
+                      tonumber(ARGV[b + 4])}
+      g.at[g.n] = i
+    else
+      local changed = refund(KEYS[i], tonumber(ARGV[b + 1]),
+                             tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]),
+                             carry, tonumber(ARGV[b + 4]),
+                             tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6]),
+                             now)
+      out[i] = changed and 1 or 0
+    end
+  end
+  for _, key in ipairs(order) do
+    local g = logs[key]
+    local changed = sliding_log_refund_many(key, g.items, g.n) and 1 or 0
+    for j = 1, g.n do
+      out[g.at[j]] = changed
+    end
   end
   return out
 end

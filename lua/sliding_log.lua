@@ -239,58 +239,67 @@ local function rl_log_send(cmd, key, args, n)
   end
 end
 
--- Gives back cost units taken by an admitted call whose receipt is r1,
--- r2, the time and cum of the member it wrote (refund.lua).  The member
--- goes, and every member after it (by rank) is rewritten with its cum
--- less cost, its other fields kept: the units of a window that held the
--- call drop by cost, those of a window after it are unchanged, and the
--- log is the log of the other calls.  The work is the members after it:
--- the calls admitted since, at most the limit's worth in a window plus
--- those not yet pruned.  True when the log changed.
---
--- The member is the one of that time and cost whose cum is r2; failing
--- that, one of that time and cost whose cum another refund has lowered
--- since (the refund of an earlier call of the log, an aborted
--- transaction's or another's): any two members of one time and one cost
--- are alike to every window, so which one goes makes the same log.  A
--- 0.1.0 or 0.2.0 member is never the one, and one after it (whose cum
--- could not be rewritten alike) leaves nothing known to give back; so
--- does a cum that wrapped (RL_LOG_WRAP) after the member (a later cum
--- below cost, which would go below 0: once in 10^15 units).  A log
--- left empty is gone (Redis deletes an empty sorted set); the key keeps
--- its TTL otherwise.
-local function sliding_log_refund(key, limit, window, capacity, carry, cost,
-                                  r1, r2, now)
-  if cost <= 0 then
-    return false
-  end
-  local m = redis.pcall('ZRANGEBYSCORE', key, r1, r1)
-  if m.err then
-    if not string.find(m.err, 'WRONGTYPE', 1, true) then
-      redis.call('ZRANGEBYSCORE', key, r1, r1)
-    end
-    return false
-  end
-  local gone = nil
-  for i = 1, #m do
-    if #m[i] == 32 then
-      local c, k = struct.unpack('>dddd', m[i])
-      if k == cost and (c == r2 or not gone) then
-        gone = m[i]
-        if c == r2 then
-          break
+-- Most members after the first one refunded that a refund rewrites: a
+-- refund lowers the cum of every later member, so its work grows with
+-- the calls admitted on the key since.  Past this many, the refunds of
+-- that call give nothing back (the charge stays until it leaves the
+-- window), so that no refund holds Redis for long.
+local RL_LOG_REWRITE_MAX = 1024
+
+-- Gives back the calls items[1..n] ({r1, r2, cost} each: the time and
+-- cum of the member written, its cost; refund.lua) took from one log, in
+-- one pass: each call's member goes (a member of that time and cost,
+-- the one of cum r2 if it is there: two of one time and cost count the
+-- same in every window, so either may go), and every later member is
+-- rewritten once with its cum lowered by the costs removed before it, so
+-- that every window that held a removed call holds its cost less and the
+-- others are unchanged.  True when the log changed.  Nothing is given
+-- back (false) for a member not found (gone with its window), an older
+-- form of log, a rewrite past RL_LOG_REWRITE_MAX members, or a cum that
+-- wrapped since (RL_LOG_WRAP).
+local function sliding_log_refund_many(key, items, n)
+  local gone, first = {}, nil
+  for j = 1, n do
+    local r1, r2, cost = items[j][1], items[j][2], items[j][3]
+    if cost > 0 then
+      local m = redis.pcall('ZRANGEBYSCORE', key, r1, r1)
+      if m.err then
+        if not string.find(m.err, 'WRONGTYPE', 1, true) then
+          redis.call('ZRANGEBYSCORE', key, r1, r1)
+        end
+        return false
+      end
+      local pick = nil
+      for i = 1, #m do
+        if #m[i] == 32 and not gone[m[i]] then
+          local c, k = struct.unpack('>dddd', m[i])
+          if k == cost and (c == r2 or not pick) then
+            pick = m[i]
+            if c == r2 then
+              break
+            end
+          end
+        end
+      end
+      if pick then
+        gone[pick] = cost
+        local rank = redis.call('ZRANK', key, pick)
+        if first == nil or rank < first then
+          first = rank
         end
       end
     end
   end
-  if not gone then
+  if first == nil then
     return false
   end
-  local later = redis.call('ZRANGE', key, redis.call('ZRANK', key, gone) + 1,
-                           '-1')
-  local old = {[gone] = true}
+  if redis.call('ZCARD', key) - first > RL_LOG_REWRITE_MAX + 1 then
+    return false
+  end
+  local later = redis.call('ZRANGE', key, first, '-1')
+  local old = {}
   for i = 1, #later do
-    if #later[i] ~= 32 or struct.unpack('>d', later[i]) < cost then
+    if #later[i] ~= 32 then
       return false
     end
     old[later[i]] = true
@@ -300,27 +309,44 @@ local function sliding_log_refund(key, limit, window, capacity, carry, cost,
   -- after would make a key without a TTL).  A new member may be an old
   -- one's bytes (two of one time and cost, one cum apart): that one is
   -- neither added nor removed.  None is the bytes of a member before the
-  -- one refunded (a lower cum, or, past a wrap, an earlier time).
-  local adds, keep, n = {}, {}, 0
+  -- first one refunded (a lower cum, or, past a wrap, an earlier time).
+  local adds, keep, na, sub = {}, {}, 0, 0
   for i = 1, #later do
-    local c, k, t, l = struct.unpack('>dddd', later[i])
-    local b = rl_log_text(c - cost, k, t, l)
-    if old[b] then
-      keep[b] = true
+    local cost = gone[later[i]]
+    if cost then
+      sub = sub + cost
     else
-      adds[n + 1], adds[n + 2] = t, b
-      n = n + 2
+      local c, k, t, l = struct.unpack('>dddd', later[i])
+      if c < sub then
+        return false
+      end
+      if sub > 0 then
+        local b = rl_log_text(c - sub, k, t, l)
+        if old[b] then
+          keep[b] = true
+        else
+          adds[na + 1], adds[na + 2] = t, b
+          na = na + 2
+        end
+      else
+        keep[later[i]] = true
+      end
     end
   end
-  rl_log_send('ZADD', key, adds, n)
-  local dels = {gone}
-  n = keep[gone] and 0 or 1
+  rl_log_send('ZADD', key, adds, na)
+  local dels, nd = {}, 0
   for i = 1, #later do
     if not keep[later[i]] then
-      n = n + 1
-      dels[n] = later[i]
+      nd = nd + 1
+      dels[nd] = later[i]
     end
   end
-  rl_log_send('ZREM', key, dels, n)
+  rl_log_send('ZREM', key, dels, nd)
   return true
+end
+
+-- One call's refund (refund.lua groups a call's refunds of one log).
+local function sliding_log_refund(key, limit, window, capacity, carry, cost,
+                                  r1, r2, now)
+  return sliding_log_refund_many(key, {{r1, r2, cost}}, 1)
 end

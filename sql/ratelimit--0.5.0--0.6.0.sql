@@ -118,6 +118,20 @@ BEGIN
 		WHERE objoid OPERATOR(pg_catalog.=) pair.new
 			AND classoid OPERATOR(pg_catalog.=) pair.cls
 			AND objsubid OPERATOR(pg_catalog.=) 0;
+		-- An administrator who revoked pg_monitor's grant keeps it revoked.
+		IF NOT EXISTS (
+			SELECT FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+			WHERE pair.cls OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+				AND p.oid OPERATOR(pg_catalog.=) pair.old
+				AND a.grantee OPERATOR(pg_catalog.=) 'pg_monitor'::pg_catalog.regrole
+			UNION ALL
+			SELECT FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+			WHERE pair.cls OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+				AND c.oid OPERATOR(pg_catalog.=) pair.old
+				AND a.grantee OPERATOR(pg_catalog.=) 'pg_monitor'::pg_catalog.regrole)
+		THEN
+			EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM pg_monitor', pair.target);
+		END IF;
 	END LOOP;
 END
 $$;

@@ -111,7 +111,7 @@ rl_parse_algorithm(text *algo)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unknown rate limiting algorithm \"%s\"", name),
-			 errhint("Valid algorithms are fixed_window, sliding_log, sliding_counter, token_bucket, leaky_bucket and gcra.")));
+			 errhint("Valid algorithms are fixed_window, sliding_log, sliding_counter, token_bucket, leaky_bucket, gcra and concurrency.")));
 	pg_unreachable();
 }
 

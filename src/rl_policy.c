@@ -291,17 +291,19 @@ rl_policy_remove(const RlStoreOps *store, char **keys, int n, bool local)
 }
 
 /*
- * Refunds of aborted work that could not be given back: counted by the
- * caller, warned of here like a failure of a store, the first at once,
- * then at most once a minute, the next one telling how many were lost
- * meanwhile.  why is the store's words (no key or secret), or NULL.
+ * Refunds of aborted work (and concurrency slots at a transaction's end)
+ * that could not be given back: counted by the caller, warned of here
+ * like a failure of a store, the first at once, then at most once a
+ * minute, the next one telling how many were lost meanwhile.  what is the
+ * store's words for RL_LOST_STORE (no key or secret).
  */
 void
-rl_policy_refunds_lost(int64 n, const char *why)
+rl_policy_refunds_lost(int64 n, RlLostCause cause, const char *what)
 {
 	static TimestampTz last_warning = 0;
 	static int64 unwarned = 0;
 	TimestampTz now = GetCurrentTimestamp();
+	int64		all;
 
 	if (last_warning != 0 &&
 		!TimestampDifferenceExceeds(last_warning, now, RL_WARN_INTERVAL_MS))
@@ -309,14 +311,23 @@ rl_policy_refunds_lost(int64 n, const char *why)
 		unwarned += n;
 		return;
 	}
+	all = n + unwarned;
 	ereport(WARNING,
-			(errcode(ERRCODE_CONNECTION_FAILURE),
-			 errmsg("ratelimit could not give back " INT64_FORMAT " refunds or concurrency slots",
-					n + unwarned),
-			 errdetail("%s%s%sThe limiters keep what those checks took until it expires; a refund is never sent twice.",
-					   why != NULL ? "Cause: " : "",
-					   why != NULL ? why : "",
-					   why != NULL ? ". " : ""),
+			(errcode(cause == RL_LOST_STORE ? ERRCODE_CONNECTION_FAILURE :
+					 cause == RL_LOST_MEMORY ? ERRCODE_OUT_OF_MEMORY :
+					 cause == RL_LOST_TOO_MANY ? ERRCODE_CONFIGURATION_LIMIT_EXCEEDED :
+					 ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+			 errmsg_plural("ratelimit could not give back " INT64_FORMAT " refund or concurrency slot",
+						   "ratelimit could not give back " INT64_FORMAT " refunds or concurrency slots",
+						   all, all),
+			 cause == RL_LOST_STORE ?
+			 errdetail("The store could not deliver them: %s. The limiters keep what those checks took until it expires; a refund is never sent twice.",
+					   what != NULL ? what : "no reply") :
+			 cause == RL_LOST_MEMORY ?
+			 errdetail("There was no memory left to send them. The limiters keep what those checks took until it expires.") :
+			 cause == RL_LOST_TOO_MANY ?
+			 errdetail("The transaction made more checks that refund than one transaction keeps (1048576). The limiters keep what the others took until it expires.") :
+			 errdetail("An error was raised while they were sent. The limiters keep what those checks took until it expires; a refund is never sent twice."),
 			 unwarned > 0 ?
 			 errhint(INT64_FORMAT " of them were lost since the last such warning, which is given at most once a minute.",
 					 unwarned) : 0));

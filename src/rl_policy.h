@@ -16,7 +16,17 @@
 #include "rl_store.h"
 
 extern void rl_policy_answer(const RlStoreOps *store, RlCheck *checks, int n);
-extern void rl_policy_refunds_lost(int64 n, const char *why);
+/* Why refunds of aborted work (or concurrency releases) were lost. */
+typedef enum RlLostCause
+{
+	RL_LOST_STORE,				/* the store could not deliver: what says why */
+	RL_LOST_ERROR,				/* an ERROR was raised while sending them */
+	RL_LOST_MEMORY,				/* out of memory in the abort */
+	RL_LOST_TOO_MANY			/* more than one transaction keeps */
+} RlLostCause;
+
+extern void rl_policy_refunds_lost(int64 n, RlLostCause cause,
+								   const char *what);
 extern bool rl_policy_remove(const RlStoreOps *store, char **keys, int n,
 							 bool local);
 

@@ -42,6 +42,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "storage/lwlock.h"
 #include "utils/memutils.h"
 
 #include "rl_engine_int.h"
@@ -118,8 +119,9 @@ rl_refund_forget(void)
 /*
  * Whether a refund can join the one before it: the same store, key,
  * limiter and receipt under the same subtransaction (a row trigger's
- * rows of one key in one window, a bucket's calls).  A sliding log's
- * members differ by their receipt, so each stays its own.
+ * rows of one key in one fixed or sliding-counter window).  A bucket's
+ * receipt and a log's member differ from call to call, so each of those
+ * stays its own.
  */
 static bool
 rl_refund_joins(const RlPending *last, const RlStoreOps *store,
@@ -154,7 +156,7 @@ rl_refund_keep(const RlCheck *check, const RlStoreOps *store)
 	for (int i = 0; i < check->nrules; i++)
 	{
 		const RlLimiter *l = rl_check_limiter_of(check, i);
-		RlPending  *p;
+		RlPending	p;
 
 		if ((!rl_refunds(l) && l->algorithm != RL_CONCURRENCY) ||
 			check->costs[i] <= 0)
@@ -172,22 +174,28 @@ rl_refund_keep(const RlCheck *check, const RlStoreOps *store)
 			rl_unkept++;
 			continue;
 		}
+		/*
+		 * Made whole before it joins the list: an allocation that fails
+		 * leaves no half-made entry for the abort to send.
+		 */
+		p.store = store;
+		p.subid = subid;
+		p.refund.key = pstrdup(check->keys[i]);
+		p.refund.limiter = *l;
+		p.refund.limiter.name = l->name != NULL ? pstrdup(l->name) : NULL;
+		p.refund.cost = check->costs[i];
+		p.refund.receipt = check->receipts[i];
+		p.refund.done = false;
 		if (rl_npending == rl_maxpending)
 		{
-			rl_maxpending = Max(16, 2 * rl_maxpending);
+			int			grown = Max(16, 2 * rl_maxpending);
+
 			rl_pending = rl_pending == NULL ?
-				palloc(sizeof(RlPending) * rl_maxpending) :
-				repalloc(rl_pending, sizeof(RlPending) * rl_maxpending);
+				palloc(sizeof(RlPending) * grown) :
+				repalloc_huge(rl_pending, sizeof(RlPending) * grown);
+			rl_maxpending = grown;
 		}
-		p = &rl_pending[rl_npending++];
-		p->store = store;
-		p->subid = subid;
-		p->refund.key = pstrdup(check->keys[i]);
-		p->refund.limiter = *l;
-		p->refund.limiter.name = l->name != NULL ? pstrdup(l->name) : NULL;
-		p->refund.cost = check->costs[i];
-		p->refund.receipt = check->receipts[i];
-		p->refund.done = false;
+		rl_pending[rl_npending++] = p;
 	}
 	MemoryContextSwitchTo(old);
 }
@@ -214,90 +222,108 @@ rl_refund_wanted(const RlCheck *check)
 
 /*
  * Gives back the pending refunds from first on (those of the aborted
- * work), each store's in one call, newest first, and drops them.  No
- * ERROR leaves here: a store's is caught, and its refunds count as lost.
+ * work; with releases, only the concurrency slots, at a commit), each
+ * store's in one call, newest first, and drops them.  The list is cut
+ * before any store is called, and a call made while one is under way
+ * (proc_exit's abort after a FATAL raised in the middle of one) sends
+ * nothing: a refund is never sent twice.  No ERROR leaves here: a
+ * store's is caught, and its refunds count as lost.
  */
 static void
 rl_refund_give(int first, bool releases)
 {
 	static const RlStoreOps *const stores[] = {&rl_redis_store, &rl_local_store};
-	int			n = rl_npending - first;
+	static bool giving = false;
+	int			count[lengthof(stores)] = {0};
+	int			at[lengthof(stores)];
+	int			n = 0;
 	RlRefund   *batch;
 	int64		done = 0;
 	int64		lost = 0;
+	RlLostCause cause = RL_LOST_STORE;
 	const char *why = NULL;
 
-	if (releases)
-	{
-		/* A commit sends only releases: most commits have none. */
-		int			k = first;
-
-		while (k < rl_npending &&
-			   rl_pending[k].refund.limiter.algorithm != RL_CONCURRENCY)
-			k++;
-		if (k == rl_npending)
-			n = 0;
-	}
-	if (n <= 0)
+	if (giving)
 		return;
-	batch = MemoryContextAlloc(rl_refund_cxt, sizeof(RlRefund) * n);
-	for (int s = 0; s < lengthof(stores); s++)
+	for (int i = first; i < rl_npending; i++)
 	{
-		int			m = 0;
-
-		for (int i = rl_npending - 1; i >= first; i--)
+		if (!releases ||
+			rl_pending[i].refund.limiter.algorithm == RL_CONCURRENCY)
 		{
-			if (rl_pending[i].store == stores[s] &&
-				(!releases ||
-				 rl_pending[i].refund.limiter.algorithm == RL_CONCURRENCY))
-				batch[m++] = rl_pending[i].refund;
+			count[rl_pending[i].store == stores[0] ? 0 : 1]++;
+			n++;
 		}
-		if (m == 0)
+	}
+	if (n == 0)
+	{
+		rl_npending = releases ? 0 : first;
+		return;
+	}
+
+	/* Each store's refunds, newest first; the list no longer holds them. */
+	batch = MemoryContextAllocExtended(rl_refund_cxt, sizeof(RlRefund) * n,
+									   MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+	at[0] = 0;
+	at[1] = count[0];
+	for (int i = rl_npending - 1; i >= first && batch != NULL; i--)
+	{
+		if (!releases ||
+			rl_pending[i].refund.limiter.algorithm == RL_CONCURRENCY)
+			batch[at[rl_pending[i].store == stores[0] ? 0 : 1]++] =
+				rl_pending[i].refund;
+	}
+	rl_npending = releases ? 0 : first;
+	if (batch == NULL)
+	{
+		rl_counters.refunds_lost += n;
+		rl_policy_refunds_lost(n, RL_LOST_MEMORY, NULL);
+		return;
+	}
+
+	giving = true;
+	for (int s = 0, from = 0; s < lengthof(stores); from += count[s], s++)
+	{
+		RlRefund   *part = batch + from;
+		MemoryContext cxt = CurrentMemoryContext;
+
+		if (count[s] == 0)
 			continue;
 
 		/*
-		 * An ERROR during an abort would be raised inside the error
-		 * recovery: it is caught here and its refunds count as lost.  Its
-		 * message is not repeated (it may name a key); nested error
-		 * recovery gives up at once.
+		 * An ERROR raised while a transaction aborts (or after its commit)
+		 * must not leave here: it is caught, the locks the store may have
+		 * held are released (the abort released every other one before
+		 * its callbacks), and the refunds it left count as lost.  Its
+		 * message is not repeated: it may name a key.
 		 */
-		if (in_error_recursion_trouble())
-			why = "the abort was itself recovering from an error";
-		else
+		PG_TRY();
 		{
-			MemoryContext cxt = CurrentMemoryContext;
+			RlFailure  *failure = stores[s]->refund(part, count[s]);
 
-			PG_TRY();
-			{
-				RlFailure  *failure = stores[s]->refund(batch, m);
-
-				if (failure != NULL)
-					why = pstrdup(failure->what);
-			}
-			PG_CATCH();
-			{
-				MemoryContextSwitchTo(cxt);
-				FlushErrorState();
-				why = "an error was raised while sending them";
-			}
-			PG_END_TRY();
+			if (failure != NULL)
+				why = pstrdup(failure->what);
 		}
-		for (int k = 0; k < m; k++)
+		PG_CATCH();
 		{
-			if (batch[k].done)
+			MemoryContextSwitchTo(cxt);
+			LWLockReleaseAll();
+			FlushErrorState();
+			cause = RL_LOST_ERROR;
+		}
+		PG_END_TRY();
+		for (int k = 0; k < count[s]; k++)
+		{
+			if (part[k].done)
 				done++;
 			else
 				lost++;
 		}
 	}
-	if (releases)
-		rl_npending = 0;		/* the transaction ended: rl_refund_forget */
-	else
-		rl_npending = first;
+	giving = false;
 	rl_counters.refunds += done;
 	rl_counters.refunds_lost += lost;
 	if (lost > 0)
-		rl_policy_refunds_lost(lost, why);
+		rl_policy_refunds_lost(lost, cause, why);
 }
 
 /* The end of a transaction: an abort gives back, the rest forget. */
@@ -312,8 +338,7 @@ rl_refund_xact(XactEvent event, void *arg)
 			if (rl_unkept > 0)
 			{
 				rl_counters.refunds_lost += rl_unkept;
-				rl_policy_refunds_lost(rl_unkept,
-									   "the transaction made more checks that refund than one transaction keeps");
+				rl_policy_refunds_lost(rl_unkept, RL_LOST_TOO_MANY, NULL);
 			}
 			rl_refund_forget();
 			break;

@@ -380,8 +380,10 @@ rl_stats(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum(entries);
 	values[i++] = TimestampTzGetDatum(reset);
 	if (i != desc->natts)
-		elog(ERROR, "rl_stats() has %d columns in the catalog, the library makes %d: run ALTER EXTENSION ratelimit UPDATE",
-			 desc->natts, i);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("rl_stats() has %d columns in the catalog, not %d", desc->natts, i),
+				 errhint("Run ALTER EXTENSION ratelimit UPDATE.")));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }
 

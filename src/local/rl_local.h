@@ -26,6 +26,13 @@
 
 /* ratelimit.engine */
 
+/*
+ * Most members after a refunded one that a sliding log's refund rewrites
+ * (lua/sliding_log.lua's RL_LOG_REWRITE_MAX): past it, nothing is given
+ * back, so that no refund holds a partition's lock for long.
+ */
+#define RL_LOG_REWRITE_MAX		1024
+
 /* Keys up to this many bytes are kept whole; longer ones by two hashes. */
 #define RL_LOCAL_KEY_INLINE		128
 

@@ -978,7 +978,8 @@ rl_local_refund(int algorithm, RlLocalEntry *entry, double limit,
 			return rl_gcra_refund(entry, limit, window, carry, cost, r1, r2,
 								  now);
 		default:
-			elog(ERROR, "unknown rate limiting algorithm %d", algorithm);
+			/* Runs under a partition lock in an abort: no ERROR here. */
+			break;
 	}
 	return false;
 }

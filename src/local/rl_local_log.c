@@ -416,7 +416,7 @@ rl_local_log_refund(RlLocalEntry *entry, double t, uint64 cost, uint64 cum)
 		}
 		before = m->cum;
 	}
-	if (gone < 0)
+	if (gone < 0 || lg->count - gone - 1 > RL_LOG_REWRITE_MAX)
 		return false;
 	rl_local_log_seek(entry, gone, &idx, &pos);
 	for (int i = gone + 1; i < lg->count; i++)

@@ -119,7 +119,7 @@ VALUES ('p037', 'fixed_window', 10, '1 hour', true);
 	$redis->stall;
 	my ($out, $err, $took) = rl_run($s, 'ROLLBACK');
 	$redis->resume;
-	like($err, qr/WARNING:.*could not give back 1 refunds or concurrency slots/,
+	like($err, qr/WARNING:.*could not give back 1 refund or concurrency slot/,
 		'stalled: the abort warns that the refund was lost');
 	ok($took < 5, sprintf('stalled: the abort took %.2f s (command timeout 0.3 s)', $took));
 	my ($lost1) = rl_run($s, 'SELECT refunds_lost FROM rl_stats');
