@@ -157,7 +157,7 @@ rl_root_make() {
 	chmod 755 "$root/usr/sbin/policy-rc.d"
 	cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null
 	packages="postgresql-$pg postgresql-server-dev-$pg libhiredis-dev libssl-dev openssl
-		libipc-run-perl make gcc perl strace iproute2 procps"
+		libipc-run-perl make gcc perl strace iproute2 procps pgbouncer"
 	for s in $(rl_platform_servers "$release"); do
 		packages="$packages $s-server $s-tools"
 	done

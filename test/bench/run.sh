@@ -706,6 +706,24 @@ done
 echo "   slices: refunds off ${RS[off]}; refunds on ${RS[on]}"
 record "rl_allow by policy, refunds off, hot c=1 tcp" "$(m "${RS[off]}")" tps
 record "rl_allow by policy, refunds on, committed, hot c=1 tcp" "$(m "${RS[on]}")" tps
+# A concurrency check and its release at the commit: two round trips.
+echo "11b. a concurrency check and its release at commit beside rl_allow, hot c=1 tcp (6 interleaved slices)"
+rl_psql bench -q -c "INSERT INTO rl_policies (name, algo, \"limit\", \"window\")
+	VALUES ('bench.cc', 'concurrency', 1000, '1 minute') ON CONFLICT (name) DO NOTHING" || exit 1
+script cc-hot <<< "SELECT allowed FROM rl_allow('hot-cc', 'bench.cc');"
+declare -A CS
+for round in 1 2 3 4 5 6; do
+	if [ $((round % 2)) = 1 ]; then
+		CS[allow]+="$(tps tb-hot-norefund 1 "$slice" "$OFF") "
+		CS[cc]+="$(tps cc-hot 1 "$slice" "$OFF") "
+	else
+		CS[cc]+="$(tps cc-hot 1 "$slice" "$OFF") "
+		CS[allow]+="$(tps tb-hot-norefund 1 "$slice" "$OFF") "
+	fi
+done
+echo "   slices: rl_allow ${CS[allow]}; concurrency check + release ${CS[cc]}"
+record "rl_allow by policy hot c=1 tcp (beside concurrency)" "$(m "${CS[allow]}")" tps
+record "concurrency check + release at commit, hot c=1 tcp" "$(m "${CS[cc]}")" tps
 fi
 
 want stats && stats_section
@@ -754,6 +772,9 @@ done
 ratio "committed rl_allow, refunds on / refunds off, hot c=1 tcp" \
 	"${R[rl_allow by policy, refunds on, committed, hot c=1 tcp]}" \
 	"${R[rl_allow by policy, refunds off, hot c=1 tcp]}" 0.95
+ratio "concurrency check + release / rl_allow, hot c=1 tcp" \
+	"${R[concurrency check + release at commit, hot c=1 tcp]}" \
+	"${R[rl_allow by policy hot c=1 tcp (beside concurrency)]}" 0.45
 ratio "rl_allow_many tcp checks/s / hiredis pipe64 tcp" \
 	"${R[rl_allow_many 1000 keys c=1 tcp]}" "${R[hiredis pipe64 tcp rand10000]}" 0.7
 ratio "rl_allow_many 1000 keys / 1000 single rl_allow calls, tcp, standalone" \

@@ -23,7 +23,8 @@
 RL_PLATFORM_SUITES="pg_regress regress_cluster 001_concurrency 002_stall
 	003_restart 004_redis_errors 009_upgrade 013_blackhole 017_late_read
 	018_cluster 022_scripts 023_local_diff 024_local 025_sentinel
-	027_functions 035_policies 036_ping 037_refunds 040_servers"
+	027_functions 035_policies 036_ping 037_refunds 038_concurrency
+	040_servers"
 RL_PLATFORM_SUITES=$(echo $RL_PLATFORM_SUITES)
 
 rl_debian_codename() {

@@ -51,7 +51,7 @@ RL_CLI=$RL_SERVER-cli
 RL_PGBIN=/usr/lib/postgresql/$RL_PG_VERSION/bin
 RL_PG_CONFIG=$RL_PGBIN/pg_config
 RL_PACKAGES="postgresql-$RL_PG_VERSION postgresql-server-dev-$RL_PG_VERSION libhiredis-dev
-	libssl-dev openssl $RL_SERVER-server libipc-run-perl make gcc"
+	libssl-dev openssl $RL_SERVER-server libipc-run-perl make gcc pgbouncer"
 # Installed when root; without them the suites that need them skip.
 RL_OPTIONAL_PACKAGES="strace"
 RL_PIDS_REDIS=()
