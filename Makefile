@@ -41,7 +41,8 @@ OBJS = \
 	src/local/rl_local_log.o \
 	src/local/rl_local_run.o \
 	src/rl_acquire.o \
-	src/rl_refund.o
+	src/rl_refund.o \
+	src/rl_hold.o
 
 DATA = sql/ratelimit--0.1.0.sql sql/ratelimit--0.1.0--0.2.0.sql \
 	sql/ratelimit--0.2.0.sql sql/ratelimit--0.2.0--0.3.0.sql \

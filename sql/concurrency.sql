@@ -103,4 +103,23 @@ SELECT remaining FROM rl_peek('export:1', 'concurrency', 3, '5 minutes');
 RESET ratelimit.engine;
 
 DROP TABLE cc_jobs;
+
+
+-- Held for the session: rl_hold's slot outlives its transaction, until
+-- rl_release (once) or the backend's exit.
+INSERT INTO rl_policies (name, algo, "limit", "window") VALUES
+	('cc.session', 'concurrency', 2, '1 hour'),
+	('cc.notcc', 'fixed_window', 2, '1 hour');
+SELECT allowed, holder IS NOT NULL AS held, remaining FROM rl_hold('batch:1', 'cc.session') \gset h1_
+SELECT :'h1_allowed', :'h1_held', :'h1_remaining';
+SELECT allowed, holder IS NOT NULL AS held, remaining FROM rl_hold('batch:1', 2, '1 hour');
+SELECT holder AS h2 FROM rl_hold('batch:1', 'cc.session') \gset
+SELECT allowed, holder IS NULL AS none, remaining FROM rl_hold('batch:1', 'cc.session');
+SELECT remaining FROM rl_peek('batch:1', 'cc.session');
+SELECT rl_release(:h2), rl_release(:h2), rl_release(-1);
+SELECT remaining FROM rl_peek('batch:1', 'cc.session');
+-- Only a concurrency limit can be held; NULLs are refused.
+SELECT * FROM rl_hold('batch:1', 'cc.notcc');
+SELECT * FROM rl_hold('batch:1', NULL);
+SELECT rl_release(NULL);
 DELETE FROM rl_policies WHERE name LIKE 'cc.%';

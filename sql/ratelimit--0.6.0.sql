@@ -444,3 +444,35 @@ ROWS 3;
 
 REVOKE ALL ON FUNCTION rl_ping() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION rl_ping() TO pg_monitor;
+
+-- Concurrency held for the session (issue 25)
+--
+-- A concurrency check (algo 'concurrency') holds its slot until its
+-- transaction ends.  rl_hold takes one that outlives the transaction, for
+-- work that spans several: it is released by rl_release(holder), at the
+-- backend's exit, or, if neither comes, when its lease (the window) ends.
+-- holder is a number of the session's (NULL when nothing was taken).
+CREATE FUNCTION rl_hold(key text, "limit" bigint, "window" interval,
+						cost bigint DEFAULT 1,
+						OUT allowed boolean, OUT holder bigint,
+						OUT remaining bigint, OUT retry_after_ms bigint,
+						OUT reset_after_ms bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rl_hold'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_hold(key text, policy text, cost bigint DEFAULT 1,
+						OUT allowed boolean, OUT holder bigint,
+						OUT remaining bigint, OUT retry_after_ms bigint,
+						OUT reset_after_ms bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rl_hold_policy'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_release(holder bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE EXECUTE ON FUNCTION rl_hold(text, bigint, interval, bigint),
+	rl_hold(text, text, bigint), rl_release(bigint) FROM PUBLIC;

@@ -126,7 +126,11 @@ rl_engine_ask(RlCheck *checks, int n, RlWaitWork work, bool *cached)
 	{
 		RlCheck    *c = &ask[k];
 
-		if (c->receipts != NULL && c->answer.known && c->answer.allowed)
+		if (c->receipts == NULL || !c->answer.known || !c->answer.allowed)
+			continue;
+		if (c->hold)
+			c->holder = rl_refund_hold(c, c->failed_over ? &rl_local_store : store);
+		else
 			rl_refund_keep(c, c->failed_over ? &rl_local_store : store);
 	}
 	if (ask != checks)
@@ -225,6 +229,7 @@ rl_engine_check_keys(const RlLimiter *limiter, char **keys, int *keylens,
 		c->rules = false;
 		c->check_only = false;
 		c->receipts = NULL;
+		c->hold = false;
 	}
 	rl_engine_run(checks, n, NULL);
 	for (int i = 0; i < n; i++)
@@ -234,6 +239,38 @@ rl_engine_check_keys(const RlLimiter *limiter, char **keys, int *keylens,
 	}
 	pfree(rkeys);
 	pfree(checks);
+}
+
+/*
+ * rl_hold: a concurrency slot of key held for the session, released by
+ * rl_engine_release or at the backend's exit (or at its lease's end).
+ * Returns the holder, 0 when the check was not admitted by a store.
+ */
+int64
+rl_engine_hold(const RlLimiter *limiter, char *key, int keylen, int64 cost,
+			   RlAnswer *answer)
+{
+	RlCheck		c = {0};
+	char	   *rkey = rl_redis_key(key, keylen, limiter);
+
+	Assert(limiter->algorithm == RL_CONCURRENCY);
+	c.nrules = 1;
+	c.keys = &rkey;
+	c.limiters = limiter;
+	c.costs = &cost;
+	c.uniform = true;
+	c.hold = true;
+	rl_counters.calls++;
+	rl_engine_run(&c, 1, NULL);
+	*answer = c.answer;
+	return answer->allowed ? c.holder : 0;
+}
+
+/* rl_release: gives a session's hold back; false if it holds no such. */
+bool
+rl_engine_release(int64 holder)
+{
+	return rl_refund_release(holder);
 }
 
 /*

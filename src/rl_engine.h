@@ -43,6 +43,11 @@ extern int	rl_engine_check_statement(char **store_keys,
 									  void (*wait_work) (void),
 									  RlAnswer *answer);
 
+/* A concurrency slot held for the session (rl_hold), and its release. */
+extern int64 rl_engine_hold(const RlLimiter *limiter, char *key, int keylen,
+							int64 cost, RlAnswer *answer);
+extern bool rl_engine_release(int64 holder);
+
 /* A check its caller refused itself, counted as the engine counts one. */
 extern void rl_engine_count_refusal(char *store_key, const RlLimiter *limiter);
 

@@ -27,5 +27,7 @@ extern void rl_engine_run(RlCheck *checks, int n, RlWaitWork work);
 /* rl_refund.c: refunds of aborted work */
 extern bool rl_refund_wanted(const RlCheck *check);
 extern void rl_refund_keep(const RlCheck *check, const RlStoreOps *store);
+extern int64 rl_refund_hold(const RlCheck *check, const RlStoreOps *store);
+extern bool rl_refund_release(int64 holder);
 
 #endif							/* RL_ENGINE_INT_H */

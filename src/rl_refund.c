@@ -42,6 +42,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "utils/memutils.h"
 
@@ -375,4 +376,133 @@ rl_refund_subxact(SubXactEvent event, SubTransactionId mySubid,
 		return;
 	}
 	rl_refund_give(first, false);
+}
+
+/*
+ * Holds of the session (rl_hold): concurrency slots kept beyond their
+ * transaction, for work that spans several, in rl_hold_cxt under TopMemory
+ * until rl_release or the backend's exit (before_shmem_exit), which give
+ * them back as a transaction's end gives its slots.  A hold whose release
+ * never comes keeps its slot until its lease (the window) ends.
+ */
+typedef struct RlHold
+{
+	int64		holder;
+	RlPending	pending;
+} RlHold;
+
+static MemoryContext rl_hold_cxt = NULL;
+static RlHold *rl_holds = NULL;
+static int	rl_nholds = 0;
+static int	rl_maxholds = 0;
+static int64 rl_last_holder = 0;
+
+/*
+ * Gives one refund (a hold's release) to its store, outside a transaction's
+ * end: no ERROR leaves here either (it may run at the backend's exit), and
+ * one that could not be delivered counts as lost.
+ */
+static void
+rl_refund_send_one(const RlStoreOps *store, RlRefund *refund)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	RlLostCause cause = RL_LOST_STORE;
+	const char *why = NULL;
+
+	PG_TRY();
+	{
+		RlFailure  *failure = store->refund(refund, 1);
+
+		if (failure != NULL)
+			why = pstrdup(failure->what);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		LWLockReleaseAll();
+		FlushErrorState();
+		cause = RL_LOST_ERROR;
+	}
+	PG_END_TRY();
+	if (refund->done)
+		rl_counters.refunds++;
+	else
+	{
+		rl_counters.refunds_lost++;
+		rl_policy_refunds_lost(1, cause, why);
+	}
+}
+
+/* At the backend's exit: every hold of the session released. */
+static void
+rl_refund_exit(int code, Datum arg)
+{
+	while (rl_nholds > 0)
+	{
+		RlHold		h = rl_holds[--rl_nholds];
+
+		rl_refund_send_one(h.pending.store, &h.pending.refund);
+	}
+}
+
+/*
+ * Keeps an admitted check's slot as a hold of the session; returns its
+ * holder (a number of this session's, from 1).
+ */
+int64
+rl_refund_hold(const RlCheck *check, const RlStoreOps *store)
+{
+	MemoryContext old;
+	RlHold		h;
+
+	if (rl_hold_cxt == NULL)
+	{
+		rl_hold_cxt = AllocSetContextCreate(TopMemoryContext,
+											"ratelimit holds",
+											ALLOCSET_SMALL_SIZES);
+		before_shmem_exit(rl_refund_exit, (Datum) 0);
+	}
+	old = MemoryContextSwitchTo(rl_hold_cxt);
+	h.holder = ++rl_last_holder;
+	h.pending.store = store;
+	h.pending.subid = InvalidSubTransactionId;
+	h.pending.refund.key = pstrdup(check->keys[0]);
+	h.pending.refund.limiter = check->limiters[0];
+	h.pending.refund.limiter.name = check->limiters[0].name != NULL ?
+		pstrdup(check->limiters[0].name) : NULL;
+	h.pending.refund.cost = check->costs[0];
+	h.pending.refund.receipt = check->receipts[0];
+	h.pending.refund.done = false;
+	if (rl_nholds == rl_maxholds)
+	{
+		int			grown = Max(8, 2 * rl_maxholds);
+
+		rl_holds = rl_holds == NULL ? palloc(sizeof(RlHold) * grown) :
+			repalloc(rl_holds, sizeof(RlHold) * grown);
+		rl_maxholds = grown;
+	}
+	rl_holds[rl_nholds++] = h;
+	MemoryContextSwitchTo(old);
+	return h.holder;
+}
+
+/* Releases the session's hold holder; false when it holds no such hold. */
+bool
+rl_refund_release(int64 holder)
+{
+	for (int i = 0; i < rl_nholds; i++)
+	{
+		RlHold		h;
+
+		if (rl_holds[i].holder != holder)
+			continue;
+		h = rl_holds[i];
+		rl_holds[i] = rl_holds[--rl_nholds];
+		rl_refund_send_one(h.pending.store, &h.pending.refund);
+		pfree((void *) h.pending.refund.key);
+		if (h.pending.refund.limiter.name != NULL)
+			pfree((void *) h.pending.refund.limiter.name);
+		return true;
+	}
+	return false;
 }

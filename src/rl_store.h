@@ -97,6 +97,14 @@ typedef struct RlCheck
 	 * the cost back if the transaction aborts (rl_refund.c).
 	 */
 	RlReceipt  *receipts;
+
+	/*
+	 * A session's hold (rl_hold): its concurrency slot outlives the
+	 * transaction, kept by rl_refund.c under holder until rl_release or
+	 * the backend's exit.
+	 */
+	bool		hold;
+	int64		holder;
 } RlCheck;
 
 /*

@@ -62,6 +62,7 @@ ratelimit.c                 entry
 rl_batch.c                  entry
 rl_layered.c                entry
 rl_acquire.c                entry
+rl_hold.c                   entry
 rl_postgrest.[ch]           entry
 trigger/*.[ch]              entry
 '

@@ -7,7 +7,9 @@
 #      inside the time its slot was held: no instant has more than 3
 #      holds, every session is served, and all slots are free at the end;
 #   2. a terminated backend (pg_terminate_backend) releases its slot at
-#      once, as its transaction aborts;
+#      once, as its transaction aborts; a slot held for the session
+#      (rl_hold) stays held across transactions, seen by another session,
+#      and is released when its backend exits;
 #   3. a holder killed with SIGKILL (the server restarts its backends, no
 #      callback runs) frees its slot when its lease ends and not before;
 #   4. PgBouncer in transaction mode: 20 clients over 4 server
@@ -80,6 +82,22 @@ SELECT coalesce(max(c), 0), count(DISTINCT client), count(*) FROM (
 	is($node->safe_psql('postgres', "SELECT remaining FROM rl_peek('job:term', 'cc.jobs')"),
 		'3', 'terminate: the slot is released at once');
 	eval { $s->quit };
+
+	my $h = rl_session($node);
+	my ($held) = rl_run($h, "SELECT holder IS NOT NULL FROM rl_hold('job:session', 'cc.jobs');
+		BEGIN; SELECT 1; COMMIT; SELECT holder IS NOT NULL FROM rl_hold('job:session', 'cc.jobs')");
+	is($held, "t\n1\nt", 'session: two slots held over transactions');
+	is($node->safe_psql('postgres', "SELECT remaining FROM rl_peek('job:session', 'cc.jobs')"),
+		'1', 'session: another session sees them held');
+	$h->quit;
+	my $left;
+	for (1 .. 100)
+	{
+		$left = $node->safe_psql('postgres', "SELECT remaining FROM rl_peek('job:session', 'cc.jobs')");
+		last if $left eq '3';
+		usleep(20_000);
+	}
+	is($left, '3', 'session: the backend\'s exit released both');
 }
 
 # 4. PgBouncer in transaction mode (before 3, which restarts the server).
