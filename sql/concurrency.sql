@@ -122,4 +122,19 @@ SELECT remaining FROM rl_peek('batch:1', 'cc.session');
 SELECT * FROM rl_hold('batch:1', 'cc.notcc');
 SELECT * FROM rl_hold('batch:1', NULL);
 SELECT rl_release(NULL);
+
+-- The PostgREST guard: one request, one transaction, one slot (the JWT's
+-- sub names the key); a second request of that caller while the first
+-- runs is refused with PostgREST's 429; the commit frees the slot.
+INSERT INTO rl_policies (name, algo, "limit", "window")
+VALUES ('cc.guard', 'concurrency', 1, '1 minute');
+BEGIN;
+SELECT set_config('request.jwt.claims', '{"sub":"u9"}', true) IS NOT NULL AS claims;
+SELECT rl_postgrest_guard('cc.guard');
+SELECT remaining FROM rl_peek('sub:u9', 'cc.guard');
+SAVEPOINT second;
+SELECT rl_postgrest_guard('cc.guard');
+ROLLBACK TO SAVEPOINT second;
+COMMIT;
+SELECT remaining FROM rl_peek('sub:u9', 'cc.guard');
 DELETE FROM rl_policies WHERE name LIKE 'cc.%';
