@@ -8,7 +8,8 @@
 --
 -- A holder is a sliding log's entry: admitted at t, it counts in every
 -- window (now - window, now] that holds t, that is until t + window, its
--- lease's end; a release is the sliding log's refund of that entry.  So
+-- lease's end; a release is the sliding log's refund of that entry
+-- (refund.lua sends it to sliding_log_refund_many).  So
 -- the state, its TTL, its bounds (at most the limit's entries) and its
 -- answers are sliding_log.lua's: remaining is the free units, and a
 -- denial's wait the time until enough leases end, an upper bound, since a
@@ -17,11 +18,4 @@
 
 local function concurrency(key, limit, window, cost, now, burst, carry)
   return sliding_log(key, limit, window, cost, now, burst, carry)
-end
-
--- A holder's release: its entry removed (sliding_log_refund).
-local function concurrency_refund(key, limit, window, capacity, carry, cost,
-                                  r1, r2, now)
-  return sliding_log_refund(key, limit, window, capacity, carry, cost, r1, r2,
-                            now)
 end

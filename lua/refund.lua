@@ -16,12 +16,10 @@
 
 local RL_REFUNDS = {
   fixed_window = fixed_window_refund,
-  sliding_log = sliding_log_refund,
   sliding_counter = sliding_counter_refund,
   token_bucket = token_bucket_refund,
   leaky_bucket = leaky_bucket_refund,
   gcra = gcra_refund,
-  concurrency = concurrency_refund,
 }
 
 -- The algorithms whose refunds of one key go together, in one pass over
@@ -43,7 +41,7 @@ local function rl_refund(KEYS, ARGV)
       name, carry = string.sub(name, 1, -2), true
     end
     local refund = RL_REFUNDS[name]
-    if not refund then
+    if not refund and not RL_LOGS[name] then
       return redis.error_reply('ERR ratelimit: unknown algorithm in refund')
     end
     if RL_LOGS[name] then

@@ -344,9 +344,3 @@ local function sliding_log_refund_many(key, items, n)
   rl_log_send('ZREM', key, dels, nd)
   return true
 end
-
--- One call's refund (refund.lua groups a call's refunds of one log).
-local function sliding_log_refund(key, limit, window, capacity, carry, cost,
-                                  r1, r2, now)
-  return sliding_log_refund_many(key, {{r1, r2, cost}}, 1)
-end

@@ -222,6 +222,44 @@ rl_refund_wanted(const RlCheck *check)
 }
 
 /*
+ * Hands n refunds to their store and counts them: delivered in
+ * rl_stats.refunds, the others in refunds_lost (returned, with *cause and
+ * *why for the WARNING).  An ERROR raised while a transaction aborts (or
+ * after its commit, or at the backend's exit) must not leave here: it is
+ * caught, the locks the store may have held are released (an abort
+ * released every other one before its callbacks), and the refunds it
+ * left count as lost.  Its message is not repeated: it may name a key.
+ */
+static int64
+rl_refund_deliver(const RlStoreOps *store, RlRefund *refunds, int n,
+				  RlLostCause *cause, const char **why)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	int64		lost = 0;
+
+	PG_TRY();
+	{
+		RlFailure  *failure = store->refund(refunds, n);
+
+		if (failure != NULL)
+			*why = pstrdup(failure->what);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		LWLockReleaseAll();
+		FlushErrorState();
+		*cause = RL_LOST_ERROR;
+	}
+	PG_END_TRY();
+	for (int k = 0; k < n; k++)
+		lost += !refunds[k].done;
+	rl_counters.refunds += n - lost;
+	rl_counters.refunds_lost += lost;
+	return lost;
+}
+
+/*
  * Gives back the pending refunds from first on (those of the aborted
  * work; with releases, only the concurrency slots, at a commit), each
  * store's in one call, newest first, and drops them.  The list is cut
@@ -239,7 +277,6 @@ rl_refund_give(int first, bool releases)
 	int			at[lengthof(stores)];
 	int			n = 0;
 	RlRefund   *batch;
-	int64		done = 0;
 	int64		lost = 0;
 	RlLostCause cause = RL_LOST_STORE;
 	const char *why = NULL;
@@ -284,45 +321,11 @@ rl_refund_give(int first, bool releases)
 	giving = true;
 	for (int s = 0, from = 0; s < lengthof(stores); from += count[s], s++)
 	{
-		RlRefund   *part = batch + from;
-		MemoryContext cxt = CurrentMemoryContext;
-
-		if (count[s] == 0)
-			continue;
-
-		/*
-		 * An ERROR raised while a transaction aborts (or after its commit)
-		 * must not leave here: it is caught, the locks the store may have
-		 * held are released (the abort released every other one before
-		 * its callbacks), and the refunds it left count as lost.  Its
-		 * message is not repeated: it may name a key.
-		 */
-		PG_TRY();
-		{
-			RlFailure  *failure = stores[s]->refund(part, count[s]);
-
-			if (failure != NULL)
-				why = pstrdup(failure->what);
-		}
-		PG_CATCH();
-		{
-			MemoryContextSwitchTo(cxt);
-			LWLockReleaseAll();
-			FlushErrorState();
-			cause = RL_LOST_ERROR;
-		}
-		PG_END_TRY();
-		for (int k = 0; k < count[s]; k++)
-		{
-			if (part[k].done)
-				done++;
-			else
-				lost++;
-		}
+		if (count[s] > 0)
+			lost += rl_refund_deliver(stores[s], batch + from, count[s],
+									  &cause, &why);
 	}
 	giving = false;
-	rl_counters.refunds += done;
-	rl_counters.refunds_lost += lost;
 	if (lost > 0)
 		rl_policy_refunds_lost(lost, cause, why);
 }
@@ -397,40 +400,15 @@ static int	rl_nholds = 0;
 static int	rl_maxholds = 0;
 static int64 rl_last_holder = 0;
 
-/*
- * Gives one refund (a hold's release) to its store, outside a transaction's
- * end: no ERROR leaves here either (it may run at the backend's exit), and
- * one that could not be delivered counts as lost.
- */
+/* Gives one refund (a hold's release) back outside a transaction's end. */
 static void
 rl_refund_send_one(const RlStoreOps *store, RlRefund *refund)
 {
-	MemoryContext cxt = CurrentMemoryContext;
 	RlLostCause cause = RL_LOST_STORE;
 	const char *why = NULL;
 
-	PG_TRY();
-	{
-		RlFailure  *failure = store->refund(refund, 1);
-
-		if (failure != NULL)
-			why = pstrdup(failure->what);
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		LWLockReleaseAll();
-		FlushErrorState();
-		cause = RL_LOST_ERROR;
-	}
-	PG_END_TRY();
-	if (refund->done)
-		rl_counters.refunds++;
-	else
-	{
-		rl_counters.refunds_lost++;
+	if (rl_refund_deliver(store, refund, 1, &cause, &why) > 0)
 		rl_policy_refunds_lost(1, cause, why);
-	}
 }
 
 /* At the backend's exit: every hold of the session released. */

@@ -929,8 +929,9 @@ rl_gcra_refund(RlLocalEntry *e, double limit, double window, bool carry,
 }
 
 /*
- * sliding_log.lua's sliding_log_refund: the member goes, those after it
- * rewritten (rl_local_log_refund); a log left empty is a fresh limiter.
+ * sliding_log.lua's sliding_log_refund_many, one call: the member goes,
+ * those after it rewritten (rl_local_log_refund); a log left empty is a
+ * fresh limiter.
  */
 static bool
 rl_sliding_log_refund(RlLocalEntry *e, double cost, double r1, double r2)

@@ -371,8 +371,8 @@ rl_local_log_step(int32 *idx, int *pos)
 }
 
 /*
- * A refund (lua/sliding_log.lua's sliding_log_refund): the member of time
- * t and cost cost whose cum, as the script keeps it (modulo
+ * A refund (lua/sliding_log.lua's sliding_log_refund_many, one call): the
+ * member of time t and cost cost whose cum, as the script keeps it (modulo
  * RL_LOCAL_LOG_WRAP), is cum, or else the first of that time and cost,
  * is removed, and each member after it moves up one slot with its cum
  * less cost, so that every window that held it counts that much less and
