@@ -9,8 +9,9 @@
 --   rl_throttle_statement  one rule per key of a statement's rows, each
 --                      with its own cost (the rows for that key).
 --   KEYS[i]  rule i's state key
---   ARGV     pinned clock (us, 0 = Redis TIME), then per rule:
---            algorithm, limit, window (us), cost, burst;
+--   ARGV     pinned clock (us, 0 = Redis TIME), then a mark and the rules:
+--            '+', then per rule: algorithm, limit, window (us), cost,
+--            burst;
 --            or, when every rule has the same limiter (a statement):
 --            '=', algorithm, limit, window (us), burst, then each rule's
 --            cost.  burst is the capacity (the limit when none was set).
@@ -18,15 +19,16 @@
 --            consumed (the first round of a statement over many slots);
 --            '*' instead of '=': each key its own check, as allow.lua
 --            checks one (a batch: rl_allow_many's keys of one node).
+--            '+r', '=r', '*r': the same, and the receipts are wanted.
 --   An algorithm's name followed by '!' (in either form) is a named
 --   policy's limiter, whose state is carried over a change of its
 --   parameters (common.lua).
 -- Reply: {allowed 0/1, remaining, retry_after_ms, reset_after_ms,
 --         index of the most restrictive rule (1-based)}, followed, when
---         the rules were admitted and consumed (not '?'), by each rule's
---         receipt r1, r2 (common.lua's rl_one; 0, 0 for a rule that took
---         nothing): 5 + 2 x #KEYS elements; with '*', for each key, one
---         key after the other, allow.lua's six.
+--         the receipts are wanted and the rules were admitted, by each
+--         rule's receipt r1, r2 (common.lua's rl_one; 0, 0 for a rule that
+--         took nothing): 5 + 2 x #KEYS elements; with '*', for each key,
+--         one key after the other, allow.lua's four, or six with 'r'.
 -- When refused, remaining and reset_after_ms describe the state as it is
 -- (nothing was consumed), and retry_after_ms is the largest wait among
 -- the refusing rules: after it every rule admits the call.
@@ -77,9 +79,12 @@ local function rl_layered(KEYS, ARGV)
     return v
   end
 
-  local check_only = ARGV[2] == '?'
-  local each = ARGV[2] == '*'
-  local uniform = ARGV[2] == '=' or check_only or each
+  local mark = ARGV[2]
+  local receipts = mark == '+r' or mark == '=r' or mark == '*r'
+  local check_only = mark == '?'
+  local each = mark == '*' or mark == '*r'
+  local uniform = mark == '=' or mark == '=r' or check_only or each
+  local width = receipts and 6 or 4
 
   for i = 1, #KEYS do
     local algorithm, limit, window, cost, burst, carry
@@ -90,7 +95,7 @@ local function rl_layered(KEYS, ARGV)
       burst = num(ARGV[6])
       cost = num(ARGV[6 + i])
     else
-      local base = 5 * i - 3
+      local base = 5 * i - 2
       algorithm, carry = rl_algorithm_of(ARGV[base])
       limit = num(ARGV[base + 1])
       window = num(ARGV[base + 2])
@@ -98,11 +103,15 @@ local function rl_layered(KEYS, ARGV)
       burst = num(ARGV[base + 4])
     end
     if each then
-      local b = 6 * i - 6
-      results[b + 1], results[b + 2], results[b + 3], results[b + 4],
-        results[b + 5], results[b + 6] =
+      local b = width * (i - 1)
+      local ok, left, wait, reset, r1, r2 =
         rl_one(KEYS[i], cost,
                algorithm(KEYS[i], limit, window, cost, now, burst, carry))
+      results[b + 1], results[b + 2], results[b + 3], results[b + 4] =
+        ok, left, wait, reset
+      if receipts then
+        results[b + 5], results[b + 6] = r1, r2
+      end
     else
       local ok, left, wait, fresh, state, r1, r2 =
         algorithm(KEYS[i], limit, window, cost, now, burst, carry)
@@ -137,7 +146,9 @@ local function rl_layered(KEYS, ARGV)
         if r[5] then
           rl_write(KEYS[i], r[5], r[4])
         end
-        reply[4 + 2 * i], reply[5 + 2 * i] = r[11], r[12]
+        if receipts then
+          reply[4 + 2 * i], reply[5 + 2 * i] = r[11], r[12]
+        end
       end
     end
     return reply

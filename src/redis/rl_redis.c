@@ -33,26 +33,44 @@
  */
 #include "postgres.h"
 
+#include "utils/builtins.h"
+
 #include "rl_args.h"
 #include "rl_cluster.h"
 #include "rl_scripts.h"
 
-/* One script call: checks idx[first..first+n-1]; many: the '*' form. */
+/*
+ * One script call: checks idx[first..first+n-1]; many: the '*' form;
+ * receipts: the script returns them (a refund may follow).
+ */
 typedef struct RlRedisCall
 {
 	int			first;
 	int			n;
 	bool		many;
+	bool		receipts;
 } RlRedisCall;
+
+/*
+ * A number as a script's argument, in memory of the call's.  pg_lltoa,
+ * not a printf: this runs several times for every check.
+ */
+static char *
+rl_redis_int(int64 value)
+{
+	char	   *text = palloc(MAXINT8LEN + 1);
+
+	pg_lltoa(value, text);
+	return text;
+}
 
 /* Numbers of a call, formatted once per limiter and reused. */
 typedef struct RlRedisNumbers
 {
 	const RlLimiter *limiter;
-	char		limit[24];
-	char		window[24];
-	char		burst[24];
-	char		capacity[24];
+	char		limit[MAXINT8LEN + 1];
+	char		window[MAXINT8LEN + 1];
+	char		capacity[MAXINT8LEN + 1];
 } RlRedisNumbers;
 
 static void
@@ -61,42 +79,43 @@ rl_redis_numbers(RlRedisNumbers *nums, const RlLimiter *limiter)
 	if (nums->limiter == limiter)
 		return;
 	nums->limiter = limiter;
-	snprintf(nums->limit, sizeof(nums->limit), INT64_FORMAT, limiter->limit);
-	snprintf(nums->window, sizeof(nums->window), INT64_FORMAT,
-			 limiter->window_us);
-	snprintf(nums->burst, sizeof(nums->burst), INT64_FORMAT, limiter->burst);
-	snprintf(nums->capacity, sizeof(nums->capacity), INT64_FORMAT,
-			 rl_capacity(limiter));
+	pg_lltoa(limiter->limit, nums->limit);
+	pg_lltoa(limiter->window_us, nums->window);
+	pg_lltoa(rl_capacity(limiter), nums->capacity);
 }
 
 /*
  * A check of one limiter: its algorithm's script, with key, limit,
- * window, cost and clock, and the burst as a sixth argument when one is
- * set.  A named policy's limiter (carry) sends its capacity there always,
- * and "c" after it (lua/allow.lua); the parameter forms send what 0.4.0
- * sent.
+ * window, cost and clock, and the capacity as a sixth argument when a
+ * burst is set.  A named policy's limiter (carry) and a check that keeps
+ * its receipt send the capacity always, and the flags after it: "c",
+ * "r" or "cr" (lua/allow.lua).  The parameter forms with no refund send
+ * what 0.4.0 sent.
  */
 static void
 rl_redis_single_call(RlScriptCall *call, const RlCheck *check,
 					 RlRedisNumbers *nums, const char *clock)
 {
 	const RlLimiter *limiter = &check->limiters[0];
+	bool		receipt = check->receipts != NULL;
 
 	rl_redis_numbers(nums, limiter);
 	rl_script_call_init(call, limiter->algorithm, 1,
-						limiter->carry ? 7 : limiter->burst > 0 ? 6 : 5);
+						limiter->carry || receipt ? 7 :
+						limiter->burst > 0 ? 6 : 5);
 	rl_script_call_set(call, 0, check->keys[0]);
 	rl_script_call_set(call, 1, nums->limit);
 	rl_script_call_set(call, 2, nums->window);
-	rl_script_call_set(call, 3, psprintf(INT64_FORMAT, check->costs[0]));
+	rl_script_call_set(call, 3, rl_redis_int(check->costs[0]));
 	rl_script_call_set(call, 4, clock);
-	if (limiter->carry)
+	if (limiter->carry || receipt)
 	{
 		rl_script_call_set(call, 5, nums->capacity);
-		rl_script_call_set(call, 6, "c");
+		rl_script_call_set(call, 6, !receipt ? "c" :
+						   limiter->carry ? "cr" : "r");
 	}
 	else if (limiter->burst > 0)
-		rl_script_call_set(call, 5, nums->burst);
+		rl_script_call_set(call, 5, nums->capacity);
 }
 
 /*
@@ -114,9 +133,10 @@ rl_redis_algorithm_arg(const RlLimiter *l)
 
 /*
  * Rules checked together: layered.lua with keys, clock, then either the
- * uniform marker ('=', or '?' to check only), the one limiter (algorithm,
- * limit, window, capacity) and each cost; or each rule's algorithm,
- * limit, window, cost and capacity (its burst, or its limit).  An
+ * uniform mark ('=', or '?' to check only), the one limiter (algorithm,
+ * limit, window, capacity) and each cost; or the mark '+' and each rule's
+ * algorithm, limit, window, cost and capacity (its burst, or its limit).
+ * The mark is followed by 'r' when the check keeps its receipts.  An
  * algorithm is sent as rl_redis_algorithm_arg names it.
  */
 static void
@@ -127,8 +147,10 @@ rl_redis_rules_call(RlScriptCall *call, const RlCheck *check,
 	int			p = 0;
 	char	   *cost = NULL;
 
+	bool		receipts = check->receipts != NULL && !check->check_only;
+
 	rl_script_call_init(call, RL_SCRIPT_LAYERED, n,
-						check->uniform ? 2 * n + 6 : 6 * n + 1);
+						check->uniform ? 2 * n + 6 : 6 * n + 2);
 	for (int i = 0; i < n; i++)
 		rl_script_call_set(call, p++, check->keys[i]);
 	rl_script_call_set(call, p++, clock);
@@ -136,40 +158,42 @@ rl_redis_rules_call(RlScriptCall *call, const RlCheck *check,
 	{
 		const RlLimiter *l = &check->limiters[0];
 
-		rl_script_call_set(call, p++, check->check_only ? "?" : "=");
+		rl_script_call_set(call, p++, check->check_only ? "?" :
+						   receipts ? "=r" : "=");
 		rl_script_call_set(call, p++, rl_redis_algorithm_arg(l));
-		rl_script_call_set(call, p++, psprintf(INT64_FORMAT, l->limit));
-		rl_script_call_set(call, p++, psprintf(INT64_FORMAT, l->window_us));
-		rl_script_call_set(call, p++, psprintf(INT64_FORMAT, rl_capacity(l)));
+		rl_script_call_set(call, p++, rl_redis_int(l->limit));
+		rl_script_call_set(call, p++, rl_redis_int(l->window_us));
+		rl_script_call_set(call, p++, rl_redis_int(rl_capacity(l)));
 		for (int i = 0; i < n; i++)
 		{
 			/* A statement's costs repeat: format each run of them once. */
 			if (i == 0 || check->costs[i] != check->costs[i - 1])
-				cost = psprintf(INT64_FORMAT, check->costs[i]);
+				cost = rl_redis_int(check->costs[i]);
 			rl_script_call_set(call, p++, cost);
 		}
 		return;
 	}
+	rl_script_call_set(call, p++, receipts ? "+r" : "+");
 	for (int i = 0; i < n; i++)
 	{
 		const RlLimiter *l = &check->limiters[i];
 
 		rl_script_call_set(call, p++, rl_redis_algorithm_arg(l));
-		rl_script_call_set(call, p++, psprintf(INT64_FORMAT, l->limit));
-		rl_script_call_set(call, p++, psprintf(INT64_FORMAT, l->window_us));
-		rl_script_call_set(call, p++, psprintf(INT64_FORMAT, check->costs[i]));
-		rl_script_call_set(call, p++, psprintf(INT64_FORMAT, rl_capacity(l)));
+		rl_script_call_set(call, p++, rl_redis_int(l->limit));
+		rl_script_call_set(call, p++, rl_redis_int(l->window_us));
+		rl_script_call_set(call, p++, rl_redis_int(check->costs[i]));
+		rl_script_call_set(call, p++, rl_redis_int(rl_capacity(l)));
 	}
 }
 
 /*
  * A batch's checks of one limiter, one call: layered.lua's '*' form, with
- * keys, clock, '*', the limiter (algorithm, limit, window, capacity) and
- * each key's cost.
+ * keys, clock, '*' ('*r' with receipts), the limiter (algorithm, limit,
+ * window, capacity) and each key's cost.
  */
 static void
 rl_redis_many_call(RlScriptCall *call, RlCheck *checks, const int *idx,
-				   int n, const char *clock)
+				   int n, bool receipts, const char *clock)
 {
 	const RlLimiter *l = &checks[idx[0]].limiters[0];
 	int			p = 0;
@@ -179,17 +203,17 @@ rl_redis_many_call(RlScriptCall *call, RlCheck *checks, const int *idx,
 	for (int k = 0; k < n; k++)
 		rl_script_call_set(call, p++, checks[idx[k]].keys[0]);
 	rl_script_call_set(call, p++, clock);
-	rl_script_call_set(call, p++, "*");
+	rl_script_call_set(call, p++, receipts ? "*r" : "*");
 	rl_script_call_set(call, p++, rl_redis_algorithm_arg(l));
-	rl_script_call_set(call, p++, psprintf(INT64_FORMAT, l->limit));
-	rl_script_call_set(call, p++, psprintf(INT64_FORMAT, l->window_us));
-	rl_script_call_set(call, p++, psprintf(INT64_FORMAT, rl_capacity(l)));
+	rl_script_call_set(call, p++, rl_redis_int(l->limit));
+	rl_script_call_set(call, p++, rl_redis_int(l->window_us));
+	rl_script_call_set(call, p++, rl_redis_int(rl_capacity(l)));
 	for (int k = 0; k < n; k++)
 	{
 		int64		c = checks[idx[k]].costs[0];
 
 		if (k == 0 || c != checks[idx[k - 1]].costs[0])
-			cost = psprintf(INT64_FORMAT, c);
+			cost = rl_redis_int(c);
 		rl_script_call_set(call, p++, cost);
 	}
 }
@@ -236,12 +260,14 @@ rl_redis_receipt_at(const redisReply *reply, size_t at, RlReceipt *receipt)
 
 /*
  * A script's reply, whose shape is exact (lua/allow.lua, lua/layered.lua):
- *	 one limiter: {allowed, remaining, retry_after_ms, reset_after_ms,
- *		r1, r2}, the receipt of what an admitted call took (0, 0 else);
- *	 rules: the four, then the 1-based rule that decided, then, when the
- *		rules were admitted and consumed (not check_only), each rule's
+ *	 one limiter: {allowed, remaining, retry_after_ms, reset_after_ms},
+ *		and, when receipts were asked for, r1, r2, the receipt of what an
+ *		admitted call took (0, 0 else);
+ *	 rules: the four, then the 1-based rule that decided, then, when
+ *		receipts were asked for and the rules were admitted, each rule's
  *		r1, r2: 5 + 2 x nrules elements, else 5;
- *	 a batch's call: the six of one limiter for each of its n checks.
+ *	 a batch's call: the four or six of one limiter for each of its n
+ *		checks.
  * A check's receipts (when it keeps them) are filled when it was
  * admitted, zeros otherwise.  False for any other shape.
  */
@@ -250,36 +276,27 @@ rl_redis_answers(const redisReply *reply, RlCheck *checks, const int *idx,
 				 const RlRedisCall *rc)
 {
 	RlCheck    *check = &checks[idx[rc->first]];
+	size_t		width = rc->receipts ? 6 : 4;
 	size_t		want;
 
 	if (reply->type != REDIS_REPLY_ARRAY)
 		return false;
-	if (rc->many)
+	if (rc->many || !check->rules)
 	{
-		if (reply->elements != 6 * (size_t) rc->n)
+		if (reply->elements != width * (size_t) rc->n)
 			return false;
 		for (int k = 0; k < rc->n; k++)
 		{
 			RlCheck    *c = &checks[idx[rc->first + k]];
 
 			c->tightest = 0;
-			if (!rl_redis_answer_at(reply, 6 * k, c) ||
-				!rl_redis_receipt_at(reply, 6 * k + 4, c->receipts))
+			if (!rl_redis_answer_at(reply, width * k, c) ||
+				(rc->receipts &&
+				 !rl_redis_receipt_at(reply, width * k + 4, c->receipts)))
 				return false;
 			if (c->receipts != NULL && !c->answer.allowed)
 				memset(c->receipts, 0, sizeof(RlReceipt));
 		}
-		return true;
-	}
-	check->tightest = 0;
-	if (!check->rules)
-	{
-		if (reply->elements != 6 ||
-			!rl_redis_answer_at(reply, 0, check) ||
-			!rl_redis_receipt_at(reply, 4, check->receipts))
-			return false;
-		if (check->receipts != NULL && !check->answer.allowed)
-			memset(check->receipts, 0, sizeof(RlReceipt));
 		return true;
 	}
 	if (reply->elements < 5 ||
@@ -289,7 +306,7 @@ rl_redis_answers(const redisReply *reply, RlCheck *checks, const int *idx,
 		reply->element[4]->integer > check->nrules)
 		return false;
 	want = 5;
-	if (reply->element[0]->integer != 0 && !check->check_only)
+	if (reply->element[0]->integer != 0 && rc->receipts)
 		want += 2 * (size_t) check->nrules;
 	if (reply->elements != want || !rl_redis_answer_at(reply, 0, check))
 		return false;
@@ -353,9 +370,13 @@ rl_redis_plan(RlCheck *checks, int n, int *idx, RlRedisCall *calls)
 	}
 	for (int i = 0; i < m; i++)
 	{
+		const RlCheck *c = &checks[idx[i]];
+
 		calls[ncalls].first = i;
 		calls[ncalls].n = 1;
 		calls[ncalls].many = false;
+		calls[ncalls].receipts = c->receipts != NULL &&
+			!(c->rules && c->check_only);
 		ncalls++;
 	}
 	if (m == n)
@@ -390,12 +411,14 @@ rl_redis_plan(RlCheck *checks, int n, int *idx, RlRedisCall *calls)
 			{
 				last->n++;
 				last->many = true;
+				last->receipts |= c->receipts != NULL;
 				continue;
 			}
 		}
 		calls[ncalls].first = i;
 		calls[ncalls].n = 1;
 		calls[ncalls].many = false;
+		calls[ncalls].receipts = c->receipts != NULL;
 		ncalls++;
 	}
 	return ncalls;
@@ -427,7 +450,7 @@ rl_redis_check(RlCheck *checks, int n, RlWaitWork work)
 			checks[idx[plan[j].first + k]].answered = false;
 		if (plan[j].many)
 			rl_redis_many_call(&calls[j], checks, idx + plan[j].first,
-							   plan[j].n, clock);
+							   plan[j].n, plan[j].receipts, clock);
 		else if (c->rules)
 			rl_redis_rules_call(&calls[j], c, clock);
 		else
@@ -593,12 +616,12 @@ rl_redis_refund(RlRefund *refunds, int n)
 
 			rl_script_call_set(&calls[j], q, r->key);
 			rl_script_call_set(&calls[j], p++, rl_redis_algorithm_arg(l));
-			rl_script_call_set(&calls[j], p++, psprintf(INT64_FORMAT, l->limit));
-			rl_script_call_set(&calls[j], p++, psprintf(INT64_FORMAT, l->window_us));
-			rl_script_call_set(&calls[j], p++, psprintf(INT64_FORMAT, rl_capacity(l)));
-			rl_script_call_set(&calls[j], p++, psprintf(INT64_FORMAT, r->cost));
-			rl_script_call_set(&calls[j], p++, psprintf(INT64_FORMAT, r->receipt.r1));
-			rl_script_call_set(&calls[j], p++, psprintf(INT64_FORMAT, r->receipt.r2));
+			rl_script_call_set(&calls[j], p++, rl_redis_int(l->limit));
+			rl_script_call_set(&calls[j], p++, rl_redis_int(l->window_us));
+			rl_script_call_set(&calls[j], p++, rl_redis_int(rl_capacity(l)));
+			rl_script_call_set(&calls[j], p++, rl_redis_int(r->cost));
+			rl_script_call_set(&calls[j], p++, rl_redis_int(r->receipt.r1));
+			rl_script_call_set(&calls[j], p++, rl_redis_int(r->receipt.r2));
 		}
 	}
 
