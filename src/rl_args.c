@@ -459,18 +459,24 @@ rl_policy_key(const char *key, int keylen, const char *policy,
  * of a billion per millisecond) would undo another caller's count, and
  * anyone allowed to call for a key could reset it.  A change of limit or
  * window starts a new limiter; the old one's key expires on its own.
+ *
+ * Written into buf (size bytes) when it fits there, else palloc'd: a
+ * single check keeps its key on the stack (rl_engine_check_keys).
  */
 char *
-rl_redis_key(const char *key, int keylen, const RlLimiter *limiter)
+rl_redis_key_in(char *buf, int size, const char *key, int keylen,
+				const RlLimiter *limiter)
 {
 	const char *algorithm = rl_algorithm_name(limiter->algorithm);
 	int			algolen = strlen(algorithm);
+	int			need;
 	char	   *out;
 	char	   *p;
 
 	if (limiter->name != NULL)
 		return rl_policy_key(key, keylen, limiter->name, limiter->algorithm);
-	out = palloc(rl_key_tag_size(key, keylen) + algolen + 64);
+	need = rl_key_tag_size(key, keylen) + algolen + 64;
+	out = need <= size ? buf : palloc(need);
 	p = rl_key_tag(out, key, keylen);
 	*p++ = ':';
 	memcpy(p, algorithm, algolen);
@@ -497,6 +503,13 @@ rl_redis_key(const char *key, int keylen, const RlLimiter *limiter)
 	}
 	*p = '\0';
 	return out;
+}
+
+/* rl_redis_key_in, always palloc'd. */
+char *
+rl_redis_key(const char *key, int keylen, const RlLimiter *limiter)
+{
+	return rl_redis_key_in(NULL, 0, key, keylen, limiter);
 }
 
 /* The clock argument of every script: pinned microseconds, or 0 for TIME. */

@@ -33,6 +33,8 @@ extern bool rl_policy_name_ok(const char *name, int len);
 extern void rl_check_policy_name(const char *name, int len);
 extern int	rl_parse_failure_mode(const char *mode);
 extern char *rl_redis_key(const char *key, int keylen, const RlLimiter *limiter);
+extern char *rl_redis_key_in(char *buf, int size, const char *key, int keylen,
+							 const RlLimiter *limiter);
 extern const char *rl_clock_arg(void);
 extern void rl_require_args(FunctionCallInfo fcinfo, int nargs);
 extern Datum *rl_array_elements(ArrayType *arr, const char *what, int *n);

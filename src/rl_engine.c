@@ -88,7 +88,6 @@ rl_engine_ask(RlCheck *checks, int n, RlWaitWork work, bool *cached)
 		c->answered = false;
 		c->failure = NULL;
 		c->tightest = 0;
-		c->failure_mode = rl_check_failure_mode(c, rl_failure_mode);
 		c->failed_over = false;
 		cached[i] = rl_engine_cacheable(c) &&
 			rl_cache_lookup(c->keys[0], &c->limiters[0], c->costs[0],
@@ -117,7 +116,15 @@ rl_engine_ask(RlCheck *checks, int n, RlWaitWork work, bool *cached)
 	}
 	store->check(ask, m, work);
 	for (int k = 0; k < m; k++)
-		unanswered |= !ask[k].answered;
+	{
+		/* Read only by the failure policy: worked out when it is needed. */
+		if (!ask[k].answered)
+		{
+			ask[k].failure_mode = rl_check_failure_mode(&ask[k],
+														rl_failure_mode);
+			unanswered = true;
+		}
+	}
 	if (unanswered)
 		rl_policy_answer(store, ask, m);
 
@@ -197,30 +204,39 @@ rl_engine_settle(RlCheck *checks, int n, const bool *cached, bool remember)
 void
 rl_engine_run(RlCheck *checks, int n, RlWaitWork work)
 {
-	bool	   *cached = palloc(sizeof(bool) * n);
+	bool		one;
+	bool	   *cached = n == 1 ? &one : palloc(sizeof(bool) * n);
 
 	rl_engine_ask(checks, n, work, cached);
 	rl_engine_settle(checks, n, cached, true);
-	pfree(cached);
+	if (cached != &one)
+		pfree(cached);
 }
 
 /*
  * Checks n keys against one limiter, each its own check, in one round
- * trip (per node).  answers[i] is key i's.
+ * trip (per node).  answers[i] is key i's.  A single check (rl_allow,
+ * nearly every call) keeps its arrays on the stack.
  */
 void
 rl_engine_check_keys(const RlLimiter *limiter, char **keys, int *keylens,
 					 const int64 *costs, int n, RlAnswer *answers)
 {
-	RlCheck    *checks = palloc(sizeof(RlCheck) * n);
-	char	  **rkeys = palloc(sizeof(char *) * n);
+	RlCheck		one;
+	char	   *onekey;
+	char		keybuf[256];
+	RlCheck    *checks = n == 1 ? &one : palloc(sizeof(RlCheck) * n);
+	char	  **rkeys = n == 1 ? &onekey : palloc(sizeof(char *) * n);
 
 	rl_counters.calls += n;
 	for (int i = 0; i < n; i++)
 	{
 		RlCheck    *c = &checks[i];
 
-		rkeys[i] = rl_redis_key(keys[i], keylens[i], limiter);
+		rkeys[i] = n == 1 ?
+			rl_redis_key_in(keybuf, sizeof(keybuf), keys[i], keylens[i],
+							limiter) :
+			rl_redis_key(keys[i], keylens[i], limiter);
 		c->nrules = 1;
 		c->keys = &rkeys[i];
 		c->limiters = limiter;
@@ -235,10 +251,14 @@ rl_engine_check_keys(const RlLimiter *limiter, char **keys, int *keylens,
 	for (int i = 0; i < n; i++)
 	{
 		answers[i] = checks[i].answer;
-		pfree(rkeys[i]);
+		if (rkeys[i] != keybuf)
+			pfree(rkeys[i]);
 	}
-	pfree(rkeys);
-	pfree(checks);
+	if (n != 1)
+	{
+		pfree(rkeys);
+		pfree(checks);
+	}
 }
 
 /*

@@ -51,14 +51,6 @@
 #include "rl_policy.h"
 #include "rl_stats.h"
 
-/* Whether a limiter's checks are given back when their work aborts. */
-static inline bool
-rl_refunds(const RlLimiter *l)
-{
-	return l->refund == RL_REFUND_SERVER ? rl_refund_on_abort :
-		l->refund == RL_REFUND_ON;
-}
-
 /* One refund waiting for its transaction's outcome. */
 typedef struct RlPending
 {
@@ -199,26 +191,6 @@ rl_refund_keep(const RlCheck *check, const RlStoreOps *store)
 		rl_pending[rl_npending++] = p;
 	}
 	MemoryContextSwitchTo(old);
-}
-
-/*
- * Whether a check must bring back its receipts: one of its rules refunds,
- * or holds a concurrency slot, which is always released.
- */
-bool
-rl_refund_wanted(const RlCheck *check)
-{
-	int			n = check->uniform ? 1 : check->nrules;
-
-	if (check->check_only)
-		return false;
-	for (int i = 0; i < n; i++)
-	{
-		if (rl_refunds(&check->limiters[i]) ||
-			check->limiters[i].algorithm == RL_CONCURRENCY)
-			return true;
-	}
-	return false;
 }
 
 /*
