@@ -43,6 +43,16 @@ CREATE TRIGGER count BEFORE INSERT ON ins_pair FOR EACH ROW
 	EXECUTE FUNCTION rl_throttle_statement('author', 'token_bucket', '1000000', '1 hour');
 CREATE TRIGGER t AFTER INSERT ON ins_pair FOR EACH STATEMENT
 	EXECUTE FUNCTION rl_throttle_statement('author', 'token_bucket', '1000000', '1 hour');
+CREATE UNLOGGED TABLE fw_unlogged (key text PRIMARY KEY, win bigint NOT NULL, n int NOT NULL);
+CREATE FUNCTION fw_allow_unlogged(k text, lim int) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE n int;
+BEGIN
+	INSERT INTO fw_unlogged AS t VALUES (k, floor(extract(epoch FROM clock_timestamp()))::bigint, 1)
+	ON CONFLICT (key) DO UPDATE
+	   SET win = excluded.win, n = CASE WHEN t.win = excluded.win THEN t.n + 1 ELSE 1 END
+	RETURNING t.n INTO n;
+	RETURN n <= lim;
+END $$;
 SQL
 DATA=$RL_TMP/pg-instr
 rl_as_owner "$RL_PGBIN/pg_ctl" -D "$DATA" -w stop >/dev/null || exit 1
@@ -78,6 +88,42 @@ instr() {
 	awk '/^totals:/ { print $2; exit }' "$CG/cg.$pid" 2>/dev/null || echo 0
 }
 
+# instr_tx ENGINE STATEMENT N: the instructions of one session (its
+# backend) that sends STATEMENT N times, each a query of its own (psql -f,
+# the simple protocol, as pgbench sends run.sh's cases), on a pinned clock.
+instr_tx() {
+	local f=$CG/tx.sql pid
+	{
+		echo "SET ratelimit.engine = $1;"
+		echo "SET ratelimit.deny_cache = off;"
+		echo "SET ratelimit.test_clock_ms = 1000000000000;"
+		echo "SELECT pg_backend_pid();"
+		for ((i = 0; i < $3; i++)); do echo "$2"; done
+	} > "$f"
+	pid=$(rl_psql instr -qAt -f "$f" 2>"$CG/err" | sed -n 1p)
+	if [ -s "$CG/err" ] || [ -z "$pid" ]; then
+		head -3 "$CG/err" >&2
+		echo 0
+		return
+	fi
+	for _ in $(seq 100); do
+		grep -qs '^totals:' "$CG/cg.$pid" && break
+		sleep 0.1
+	done
+	awk '/^totals:/ { print $2; exit }' "$CG/cg.$pid" 2>/dev/null || echo 0
+}
+
+# per_tx NAME ENGINE STATEMENT: one row, instructions per statement, over
+# 200 and 1200 statements.
+per_tx() {
+	local a b v
+	a=$(instr_tx "$2" "$3" 200)
+	b=$(instr_tx "$2" "$3" 1200)
+	v=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f", (a > 0 && b > 0) ? (b - a) / 1000 : 0 }')
+	printf '%s\t%s\t%s\n' "$1" "$v" instr/statement >> "$OUT"
+	printf '  %-52s %10s %s\n' "$1" "$v" instr/statement
+}
+
 # per NAME ENGINE UNIT SQL N1 N2 CHECKS-PER-N: one row, instructions per check.
 per() {
 	local a b v
@@ -108,3 +154,14 @@ per "instr rl_allow_layered two rules hot" redis instr/check "$LAYERED" 200 1200
 per "instr insert, rl_throttle_statement row + statement (1000 authors)" redis instr/row "$INSERT" 1000 3000 1
 per "instr local rl_allow token_bucket hot" local instr/check "$ALLOW" 1000 6000 1
 per "instr local rl_allow_many 1000 keys" local instr/check "$MANY" 2 12 1000
+# A statement per check, as run.sh's clients send its target cases (the
+# hot key at 100 a second: on the pinned clock, after the first 100 every
+# call is denied, as nearly all are in run.sh): the whole cost of a
+# transaction, which its throughput ratios divide.
+HOT="SELECT allowed FROM rl_allow('hot', 'token_bucket', 100, '1 second');"
+per_tx "instr statement SELECT 1" local "SELECT 1;"
+per_tx "instr statement rl_allow token_bucket hot" redis "$HOT"
+per_tx "instr statement local rl_allow token_bucket hot" local "$HOT"
+per_tx "instr statement local rl_allow hot, select list" local \
+	"SELECT (rl_allow('hot', 'token_bucket', 100, '1 second')).allowed;"
+per_tx "instr statement fw_allow_unlogged function hot" local "SELECT fw_allow_unlogged('k1', 100);"
