@@ -481,6 +481,9 @@ rl_postgrest_guard_run(FunctionCallInfo fcinfo, const RlLimiter *limiter,
 
 	if (!answer.allowed)
 		rl_raise_postgrest("Rate limit exceeded",
+						   limiter->algorithm == RL_CONCURRENCY ?
+						   psprintf("At most " INT64_FORMAT " requests at a time are allowed.",
+									limiter->limit) :
 						   limiter->burst > 0 ?
 						   psprintf("At most " INT64_FORMAT " requests per %s are allowed, in bursts of up to " INT64_FORMAT ".",
 									limiter->limit, rl_window_text(limiter->window_us),

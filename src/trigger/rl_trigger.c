@@ -825,9 +825,13 @@ rl_trigger_raise(RlTriggerConf *conf, const char *detail, const char *hint,
 {
 	char	   *message;
 
-	message = psprintf("rate limit of " INT64_FORMAT " per %s exceeded on table \"%s\"",
-					   conf->limiter.limit,
-					   rl_window_text(conf->limiter.window_us), conf->table);
+	if (conf->limiter.algorithm == RL_CONCURRENCY)
+		message = psprintf("concurrency limit of " INT64_FORMAT " exceeded on table \"%s\"",
+						   conf->limiter.limit, conf->table);
+	else
+		message = psprintf("rate limit of " INT64_FORMAT " per %s exceeded on table \"%s\"",
+						   conf->limiter.limit,
+						   rl_window_text(conf->limiter.window_us), conf->table);
 	if (rl_in_postgrest_request())
 		rl_raise_postgrest(message, detail, hint, answer, &conf->limiter);
 	ereport(ERROR,
