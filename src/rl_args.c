@@ -351,15 +351,13 @@ rl_check_key(text *key, int *len)
 
 /*
  * Writes "<prefix>{<database>:<escaped key>}" at out (sized by the caller:
- * prefix + 12 + keylen * 3 + 2) and returns the end.  Sized exactly and
- * written with memcpy: every call builds at least one key, and a
- * statement trigger builds a thousand.
+ * rl_key_tag_size) and returns the end; prefixlen is rl_key_prefix's.
+ * Written with memcpy, the prefix measured once: every call builds at
+ * least one key, and a statement trigger builds a thousand.
  */
 static char *
-rl_key_tag(char *p, const char *key, int keylen)
+rl_key_tag(char *p, const char *key, int keylen, int prefixlen)
 {
-	int			prefixlen = strlen(rl_key_prefix);
-
 	memcpy(p, rl_key_prefix, prefixlen);
 	p += prefixlen;
 	*p++ = '{';
@@ -390,15 +388,15 @@ rl_key_tag(char *p, const char *key, int keylen)
 	return p;
 }
 
-/* The bytes rl_key_tag writes for key, at most. */
-static int
-rl_key_tag_size(const char *key, int keylen)
+/*
+ * The bytes rl_key_tag writes, at most: every key byte escaped, the
+ * database OID at its longest, the braces and the colon.  A bound rather
+ * than a count, so the key is read once, when it is written.
+ */
+static inline int
+rl_key_tag_size(int keylen, int prefixlen)
 {
-	int			special = 0;
-
-	for (int i = 0; i < keylen; i++)
-		special += (key[i] == '%' || key[i] == '}');
-	return strlen(rl_key_prefix) + 12 + keylen + 2 * special + 2;
+	return prefixlen + 1 + 10 + 1 + 3 * keylen + 1;
 }
 
 /*
@@ -422,11 +420,12 @@ rl_policy_key(const char *key, int keylen, const char *policy,
 	const char *algoname = rl_algorithm_name(algorithm);
 	int			algolen = strlen(algoname);
 	int			namelen = strlen(policy);
+	int			prefixlen = strlen(rl_key_prefix);
 	char	   *out;
 	char	   *p;
 
-	out = palloc(rl_key_tag_size(key, keylen) + 10 + namelen + algolen + 2);
-	p = rl_key_tag(out, key, keylen);
+	out = palloc(rl_key_tag_size(keylen, prefixlen) + 10 + namelen + algolen + 2);
+	p = rl_key_tag(out, key, keylen, prefixlen);
 	memcpy(p, ":policy:", 8);
 	p += 8;
 	memcpy(p, policy, namelen);
@@ -469,15 +468,17 @@ rl_redis_key_in(char *buf, int size, const char *key, int keylen,
 {
 	const char *algorithm = rl_algorithm_name(limiter->algorithm);
 	int			algolen = strlen(algorithm);
+	int			prefixlen;
 	int			need;
 	char	   *out;
 	char	   *p;
 
 	if (limiter->name != NULL)
 		return rl_policy_key(key, keylen, limiter->name, limiter->algorithm);
-	need = rl_key_tag_size(key, keylen) + algolen + 64;
+	prefixlen = strlen(rl_key_prefix);
+	need = rl_key_tag_size(keylen, prefixlen) + algolen + 64;
 	out = need <= size ? buf : palloc(need);
-	p = rl_key_tag(out, key, keylen);
+	p = rl_key_tag(out, key, keylen, prefixlen);
 	*p++ = ':';
 	memcpy(p, algorithm, algolen);
 	p += algolen;

@@ -224,7 +224,7 @@ rl_engine_check_keys(const RlLimiter *limiter, char **keys, int *keylens,
 {
 	RlCheck		one;
 	char	   *onekey;
-	char		keybuf[256];
+	char		keybuf[512];
 	RlCheck    *checks = n == 1 ? &one : palloc(sizeof(RlCheck) * n);
 	char	  **rkeys = n == 1 ? &onekey : palloc(sizeof(char *) * n);
 

@@ -92,6 +92,31 @@ rl_conn_begin(void)
 }
 
 /*
+ * True when a call can know before building anything that Redis is
+ * unavailable: the standalone server rests in its retry interval after a
+ * failure, under the settings that failed (what rl_conn_begin and
+ * rl_node_ready would find, without their work).  The current node is
+ * then the standalone one.  During an outage a check costs the failure
+ * policy's answer and little more.  Sentinel and cluster modes are never
+ * resting here: their topology is asked first, and may name another node.
+ */
+bool
+rl_conn_resting(void)
+{
+	RlNode	   *node;
+
+	if (rl_redis_mode != RL_MODE_STANDALONE ||
+		rl_conn_generation != rl_settings_generation ||
+		(rl_redis_tls && rl_redis_socket[0] != '\0'))	/* rl_conn_begin's */
+		return false;
+	node = rl_standalone_node();
+	if (!rl_node_resting(node))
+		return false;
+	rl_conn_set_current(node);
+	return true;
+}
+
+/*
  * Makes sure the node has a usable connection, and makes it the current
  * node.  False means the node is unavailable for this call: inside its
  * retry interval after a failure, or a connection attempt that just

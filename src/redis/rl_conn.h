@@ -54,6 +54,7 @@ typedef struct RlNodeScripts
 
 extern bool rl_conn_begin(void);
 extern bool rl_conn_ready(void);
+extern bool rl_conn_resting(void);
 extern RlNode *rl_standalone_node(void);
 extern RlNode *rl_node_lookup(const char *host, int port);
 extern void rl_conn_keep_nodes(const char *const *hosts, const int *ports,

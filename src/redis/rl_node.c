@@ -259,6 +259,7 @@ rl_node_set_address(RlNode *node, const char *host, int port)
 	node->host = host != NULL ? MemoryContextStrdup(TopMemoryContext, host) : NULL;
 	node->port = port;
 	node->retry_at = 0;
+	node->failure_filled = 0;	/* its words name the old address */
 	memset(&node->scripts, 0, sizeof(RlNodeScripts));
 }
 
@@ -321,6 +322,7 @@ rl_nodes_forget(void)
 	rl_forget_cluster_nodes();
 	rl_node_set_address(rl_nodes[0], NULL, 0);
 	rl_nodes[0]->retry_at = 0;
+	rl_nodes[0]->failure_filled = 0;	/* named under the old settings */
 	memset(&rl_nodes[0]->scripts, 0, sizeof(RlNodeScripts));
 }
 
@@ -419,6 +421,8 @@ rl_record_failure(RlFailReason reason, bool keep, const char *setting,
 	snprintf(node->failure.subject, sizeof(node->failure.subject),
 			 "Redis server %s", rl_conn_endpoint());
 	strlcpy(node->failure.what, rl_last_error, sizeof(node->failure.what));
+	node->failure_filled = rl_failure_epoch + 1;
+	node->failure_named = rl_conn_cur;
 	node->failure.retry_at = node->retry_at;
 	node->failure.events++;
 
@@ -714,7 +718,10 @@ rl_conn_server_version(void)
 
 /*
  * The failure record of the current node (or the standalone node's), as
- * of now, for a check it leaves unanswered.
+ * of now, for a check it leaves unanswered.  Its words are written again
+ * only when a failure was recorded since, or the node is named otherwise:
+ * during an outage every check asks, and two formatted strings a check
+ * would be most of what the policy's answer costs.
  */
 RlFailure *
 rl_conn_current_failure(void)
@@ -722,9 +729,15 @@ rl_conn_current_failure(void)
 	RlNode	   *node = rl_conn_cur != NULL ? rl_conn_cur : rl_standalone_node();
 
 	node->failure.retry_at = node->retry_at;
-	snprintf(node->failure.subject, sizeof(node->failure.subject),
-			 "Redis server %s", rl_conn_endpoint());
-	strlcpy(node->failure.what, rl_last_error, sizeof(node->failure.what));
+	if (node->failure_filled != rl_failure_epoch + 1 ||
+		node->failure_named != rl_conn_cur)
+	{
+		snprintf(node->failure.subject, sizeof(node->failure.subject),
+				 "Redis server %s", rl_conn_endpoint());
+		strlcpy(node->failure.what, rl_last_error, sizeof(node->failure.what));
+		node->failure_filled = rl_failure_epoch + 1;
+		node->failure_named = rl_conn_cur;
+	}
 	return &node->failure;
 }
 

@@ -432,16 +432,35 @@ rl_redis_plan(RlCheck *checks, int n, int *idx, RlRedisCall *calls)
 static void
 rl_redis_check(RlCheck *checks, int n, RlWaitWork work)
 {
-	int		   *idx = palloc(sizeof(int) * n);
-	RlRedisCall *plan = palloc(sizeof(RlRedisCall) * n);
-	int			ncalls = rl_redis_plan(checks, n, idx, plan);
-	RlScriptCall *calls = palloc(sizeof(RlScriptCall) * ncalls);
-	redisReply **replies = palloc0(sizeof(redisReply *) * ncalls);
+	int		   *idx;
+	RlRedisCall *plan;
+	int			ncalls;
+	RlScriptCall *calls;
+	redisReply **replies;
 	RlRedisNumbers nums = {0};
-	const char *clock = rl_clock_arg();
+	const char *clock;
 	bool		ran;
 	bool		ok = true;
 
+	/* Redis rests after a failure: nothing to build, nothing answered. */
+	if (rl_conn_resting())
+	{
+		RlFailure  *failure = rl_conn_current_failure();
+
+		for (int i = 0; i < n; i++)
+		{
+			checks[i].answered = false;
+			checks[i].failure = failure;
+		}
+		return;
+	}
+
+	idx = palloc(sizeof(int) * n);
+	plan = palloc(sizeof(RlRedisCall) * n);
+	ncalls = rl_redis_plan(checks, n, idx, plan);
+	calls = palloc(sizeof(RlScriptCall) * ncalls);
+	replies = palloc0(sizeof(redisReply *) * ncalls);
+	clock = rl_clock_arg();
 	for (int j = 0; j < ncalls; j++)
 	{
 		RlCheck    *c = &checks[idx[plan[j].first]];

@@ -88,15 +88,17 @@ instr() {
 	awk '/^totals:/ { print $2; exit }' "$CG/cg.$pid" 2>/dev/null || echo 0
 }
 
-# instr_tx ENGINE STATEMENT N: the instructions of one session (its
-# backend) that sends STATEMENT N times, each a query of its own (psql -f,
-# the simple protocol, as pgbench sends run.sh's cases), on a pinned clock.
+# instr_tx ENGINE STATEMENT N [SETUP]: the instructions of one session
+# (its backend) that sends STATEMENT N times, each a query of its own
+# (psql -f, the simple protocol, as pgbench sends run.sh's cases), on a
+# pinned clock, after the statements SETUP.
 instr_tx() {
 	local f=$CG/tx.sql pid
 	{
 		echo "SET ratelimit.engine = $1;"
 		echo "SET ratelimit.deny_cache = off;"
 		echo "SET ratelimit.test_clock_ms = 1000000000000;"
+		echo "${4:-}"
 		echo "SELECT pg_backend_pid();"
 		for ((i = 0; i < $3; i++)); do echo "$2"; done
 	} > "$f"
@@ -113,12 +115,12 @@ instr_tx() {
 	awk '/^totals:/ { print $2; exit }' "$CG/cg.$pid" 2>/dev/null || echo 0
 }
 
-# per_tx NAME ENGINE STATEMENT: one row, instructions per statement, over
-# 200 and 1200 statements.
+# per_tx NAME ENGINE STATEMENT [SETUP]: one row, instructions per
+# statement, over 200 and 1200 statements.
 per_tx() {
 	local a b v
-	a=$(instr_tx "$2" "$3" 200)
-	b=$(instr_tx "$2" "$3" 1200)
+	a=$(instr_tx "$2" "$3" 200 "${4:-}")
+	b=$(instr_tx "$2" "$3" 1200 "${4:-}")
 	v=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f", (a > 0 && b > 0) ? (b - a) / 1000 : 0 }')
 	printf '%s\t%s\t%s\n' "$1" "$v" instr/statement >> "$OUT"
 	printf '  %-52s %10s %s\n' "$1" "$v" instr/statement
@@ -165,3 +167,10 @@ per_tx "instr statement local rl_allow token_bucket hot" local "$HOT"
 per_tx "instr statement local rl_allow hot, select list" local \
 	"SELECT (rl_allow('hot', 'token_bucket', 100, '1 second')).allowed;"
 per_tx "instr statement fw_allow_unlogged function hot" local "SELECT fw_allow_unlogged('k1', 100);"
+# Redis down, failure_mode open (run.sh's section 7): the policy's answer.
+# One failed connect per session (retry_interval: an hour), its WARNING
+# kept from the client; the difference of the two sessions leaves neither.
+rl_stop_redis instr
+per_tx "instr statement rl_allow, Redis down" redis \
+	"SELECT allowed FROM rl_allow('down', 'gcra', 100, '1 second');" \
+	"SET ratelimit.retry_interval = '1h'; SET client_min_messages = error;"
