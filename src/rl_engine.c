@@ -48,11 +48,25 @@
 #include "rl_policy.h"
 #include "rl_stats.h"
 
+/*
+ * The steps below are written once, as always-inline functions, and the
+ * extern entry points (rl_engine_int.h, for rl_engine_spread.c) wrap
+ * them: a shared library's extern functions are not inlined into each
+ * other, and a single check on the local engine, a few thousand
+ * instructions, would otherwise pay a call and return per step.
+ */
+
 /* The store of every check, by ratelimit.engine. */
+static pg_attribute_always_inline const RlStoreOps *
+rl_store_of_engine(void)
+{
+	return rl_engine == RL_ENGINE_LOCAL ? &rl_local_store : &rl_redis_store;
+}
+
 const RlStoreOps *
 rl_engine_store(void)
 {
-	return rl_engine == RL_ENGINE_LOCAL ? &rl_local_store : &rl_redis_store;
+	return rl_store_of_engine();
 }
 
 /* A check of one key, which the deny cache may answer and remember. */
@@ -68,14 +82,25 @@ rl_engine_cacheable(const RlCheck *check)
 }
 
 /*
+ * Whether a check names a policy, whose statistics (rl_stats_policies)
+ * count it: asked inline, as nearly no check does.
+ */
+static inline bool
+rl_engine_has_policy(const RlCheck *check)
+{
+	return check->limiters[0].name != NULL ||
+		(!check->uniform && check->nrules > 1);
+}
+
+/*
  * Steps 1 to 3: every check answered, by the deny cache (cached[i] set),
  * the store, or the failure policy.  Nothing is counted yet but what the
  * policy counts of its own answers.
  */
-void
-rl_engine_ask(RlCheck *checks, int n, RlWaitWork work, bool *cached)
+static pg_attribute_always_inline void
+rl_ask(RlCheck *checks, int n, RlWaitWork work, bool *cached)
 {
-	const RlStoreOps *store = rl_engine_store();
+	const RlStoreOps *store = rl_store_of_engine();
 	RlCheck    *ask = checks;
 	int		   *which = NULL;
 	int			m = 0;
@@ -89,7 +114,7 @@ rl_engine_ask(RlCheck *checks, int n, RlWaitWork work, bool *cached)
 		c->failure = NULL;
 		c->tightest = 0;
 		c->failed_over = false;
-		cached[i] = rl_engine_cacheable(c) &&
+		cached[i] = rl_deny_cache && rl_engine_cacheable(c) &&
 			rl_cache_lookup(c->keys[0], &c->limiters[0], c->costs[0],
 							&c->answer);
 		c->answered = cached[i];
@@ -147,14 +172,20 @@ rl_engine_ask(RlCheck *checks, int n, RlWaitWork work, bool *cached)
 	}
 }
 
+void
+rl_engine_ask(RlCheck *checks, int n, RlWaitWork work, bool *cached)
+{
+	rl_ask(checks, n, work, cached);
+}
+
 /*
  * Steps 4 and 5 for answered checks: allowed and denied counted (an
  * answer of the policy is counted by it), a denial recorded for
  * rl_stats_limiters under the rule that decided it and, when remember,
  * in the deny cache; then shadow mode.
  */
-void
-rl_engine_settle(RlCheck *checks, int n, const bool *cached, bool remember)
+static pg_attribute_always_inline void
+rl_settle(RlCheck *checks, int n, const bool *cached, bool remember)
 {
 	uint64		epoch = remember && rl_deny_cache ? rl_cache_epoch() : 0;
 
@@ -190,7 +221,8 @@ rl_engine_settle(RlCheck *checks, int n, const bool *cached, bool remember)
 		 * reset_after_ms stay the store's, to tell how close the key is.
 		 */
 		shadow = !a->allowed && rl_check_shadow(c, rl_enforce);
-		rl_stats_policy_check(c, shadow);
+		if (rl_engine_has_policy(c))
+			rl_stats_policy_check(c, shadow);
 		if (shadow)
 		{
 			rl_counters.shadow_denied++;
@@ -200,17 +232,29 @@ rl_engine_settle(RlCheck *checks, int n, const bool *cached, bool remember)
 	}
 }
 
-/* Steps 1 to 5, for checks that each stand alone. */
 void
-rl_engine_run(RlCheck *checks, int n, RlWaitWork work)
+rl_engine_settle(RlCheck *checks, int n, const bool *cached, bool remember)
+{
+	rl_settle(checks, n, cached, remember);
+}
+
+/* Steps 1 to 5, for checks that each stand alone. */
+static pg_attribute_always_inline void
+rl_run(RlCheck *checks, int n, RlWaitWork work)
 {
 	bool		one;
 	bool	   *cached = n == 1 ? &one : palloc(sizeof(bool) * n);
 
-	rl_engine_ask(checks, n, work, cached);
-	rl_engine_settle(checks, n, cached, true);
+	rl_ask(checks, n, work, cached);
+	rl_settle(checks, n, cached, true);
 	if (cached != &one)
 		pfree(cached);
+}
+
+void
+rl_engine_run(RlCheck *checks, int n, RlWaitWork work)
+{
+	rl_run(checks, n, work);
 }
 
 /*
@@ -247,7 +291,7 @@ rl_engine_check_keys(const RlLimiter *limiter, char **keys, int *keylens,
 		c->receipts = NULL;
 		c->hold = false;
 	}
-	rl_engine_run(checks, n, NULL);
+	rl_run(checks, n, NULL);
 	for (int i = 0; i < n; i++)
 	{
 		answers[i] = checks[i].answer;
