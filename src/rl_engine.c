@@ -83,13 +83,20 @@ rl_engine_cacheable(const RlCheck *check)
 
 /*
  * Whether a check names a policy, whose statistics (rl_stats_policies)
- * count it: asked inline, as nearly no check does.
+ * count it: asked inline, as nearly no check does.  A rule after the
+ * first is looked at only when the first names none.
  */
 static inline bool
 rl_engine_has_policy(const RlCheck *check)
 {
-	return check->limiters[0].name != NULL ||
-		(!check->uniform && check->nrules > 1);
+	if (check->limiters[0].name != NULL)
+		return true;
+	for (int i = 1; !check->uniform && i < check->nrules; i++)
+	{
+		if (check->limiters[i].name != NULL)
+			return true;
+	}
+	return false;
 }
 
 /*

@@ -199,10 +199,10 @@ rl_stats_policy_each(const RlCheck *check, RlPolicyCounter *add, int nadd)
 }
 
 /*
- * A settled check (rl_engine_settle), counted for each of its policies:
- * a call and its outcome, as rl_stats counts it (the failure policy's
- * open and closed answers are neither allowed nor denied); shadow when
- * the denial was let through.
+ * A settled check that names a policy (rl_engine_settle asks), counted
+ * for each of its policies: a call and its outcome, as rl_stats counts
+ * it (the failure policy's open and closed answers are neither allowed
+ * nor denied); shadow when the denial was let through.
  */
 void
 rl_stats_policy_check(const RlCheck *check, bool shadow)
@@ -210,17 +210,6 @@ rl_stats_policy_check(const RlCheck *check, bool shadow)
 	RlPolicyCounter add[4];
 	int			n = 0;
 
-	if (check->limiters == NULL || check->limiters[0].name == NULL)
-	{
-		/* No policy in its first rule: one in another is rare, look. */
-		int			rules = check->uniform ? 1 : check->nrules;
-		bool		any = false;
-
-		for (int i = 1; i < rules && !any; i++)
-			any = check->limiters[i].name != NULL;
-		if (!any)
-			return;
-	}
 	add[n++] = RL_PC_CALLS;
 	if (!check->answer.known)
 		add[n++] = check->answer.allowed ? RL_PC_FAIL_OPEN : RL_PC_FAIL_CLOSED;

@@ -41,6 +41,17 @@
 static uint64 rl_conn_generation = 0;
 
 /*
+ * A standalone server asked for TLS over a Unix socket: a configuration
+ * error rl_conn_begin records on every call.
+ */
+static inline bool
+rl_conn_tls_on_socket(void)
+{
+	return rl_redis_tls && rl_redis_socket[0] != '\0' &&
+		rl_redis_mode == RL_MODE_STANDALONE;
+}
+
+/*
  * Makes sure a usable connection is open.  False means Redis is
  * unavailable for this call: inside the retry interval after a failure,
  * or a connection attempt that just failed.
@@ -75,8 +86,7 @@ rl_conn_begin(void)
 							  "ratelimit.redis_db must be 0 with Redis Cluster, which has only database 0");
 		return false;
 	}
-	if (rl_redis_tls && rl_redis_socket[0] != '\0' &&
-		rl_redis_mode == RL_MODE_STANDALONE)
+	if (rl_conn_tls_on_socket())
 	{
 		rl_conn_misconfigured("ratelimit.redis_socket",
 							  "ratelimit.redis_tls needs a TCP connection, and ratelimit.redis_socket names a Unix socket; clear one of them");
@@ -107,7 +117,7 @@ rl_conn_resting(void)
 
 	if (rl_redis_mode != RL_MODE_STANDALONE ||
 		rl_conn_generation != rl_settings_generation ||
-		(rl_redis_tls && rl_redis_socket[0] != '\0'))	/* rl_conn_begin's */
+		rl_conn_tls_on_socket())	/* rl_conn_begin records it every call */
 		return false;
 	node = rl_standalone_node();
 	if (!rl_node_resting(node))

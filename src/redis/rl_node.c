@@ -422,7 +422,6 @@ rl_record_failure(RlFailReason reason, bool keep, const char *setting,
 			 "Redis server %s", rl_conn_endpoint());
 	strlcpy(node->failure.what, rl_last_error, sizeof(node->failure.what));
 	node->failure_filled = rl_failure_epoch + 1;
-	node->failure_named = rl_conn_cur;
 	node->failure.retry_at = node->retry_at;
 	node->failure.events++;
 
@@ -719,9 +718,11 @@ rl_conn_server_version(void)
 /*
  * The failure record of the current node (or the standalone node's), as
  * of now, for a check it leaves unanswered.  Its words are written again
- * only when a failure was recorded since, or the node is named otherwise:
- * during an outage every check asks, and two formatted strings a check
- * would be most of what the policy's answer costs.
+ * only when a failure was recorded since: during an outage every check
+ * asks, and two formatted strings a check would be most of what the
+ * policy's answer costs.  A node's name changes only with its address or
+ * the settings, which clear failure_filled (rl_node_set_address,
+ * rl_nodes_forget).
  */
 RlFailure *
 rl_conn_current_failure(void)
@@ -729,14 +730,12 @@ rl_conn_current_failure(void)
 	RlNode	   *node = rl_conn_cur != NULL ? rl_conn_cur : rl_standalone_node();
 
 	node->failure.retry_at = node->retry_at;
-	if (node->failure_filled != rl_failure_epoch + 1 ||
-		node->failure_named != rl_conn_cur)
+	if (node->failure_filled != rl_failure_epoch + 1)
 	{
 		snprintf(node->failure.subject, sizeof(node->failure.subject),
 				 "Redis server %s", rl_conn_endpoint());
 		strlcpy(node->failure.what, rl_last_error, sizeof(node->failure.what));
 		node->failure_filled = rl_failure_epoch + 1;
-		node->failure_named = rl_conn_cur;
 	}
 	return &node->failure;
 }

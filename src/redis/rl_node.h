@@ -61,7 +61,6 @@ struct RlNode
 	TimestampTz retry_at;		/* no attempt before then */
 	RlFailure	failure;		/* its last failure, for the policy */
 	uint64		failure_filled; /* failure's words as of epoch - 1; 0: never */
-	RlNode	   *failure_named;	/* ... and named with this current node */
 	char		server_name[16];	/* "redis", "valkey": INFO's server_name */
 	char		server_version[32]; /* that product's own version */
 	RlNodeScripts scripts;		/* what it lost or refuses (rl_scripts.c) */
