@@ -47,6 +47,63 @@ redis_time() {
 	bash "$HERE/redis_time.sh" "$REDIS_PORT" "$OUT"
 }
 
+# Taking turns with another run (RL_BENCH_PAIR=DIR:SIDE, set by ab.sh):
+# two runs, side 0 and side 1, each against its own servers, run as one
+# sequence of slots, so that only one of them works at any moment and each
+# measurement of one sits next to the same measurement of the other.  Slot
+# 0 and 1 are the two set-ups; the k-th measurement's pair of slots is
+# 2k, 2k+1, side 0 first when k is odd and side 1 first when it is even, so
+# neither side is always the one measured second.  A side holds its slot
+# from the start of its measurement to the start of its next one; DIR/turn
+# holds the slot now running, and only its holder writes it.  DIR/k.SIDE
+# counts a side's turns (measurements run in subshells, $(tps ...), so the
+# count cannot live in a variable).  A side that ends leaves DIR/done.SIDE,
+# and the other then stops waiting.
+PAIR=${RL_BENCH_PAIR:-}
+PAIR_DIR=${PAIR%:*}
+PAIR_SIDE=${PAIR##*:}
+
+# pair_slot K: this side's slot for its K-th turn (0: the set-up).
+pair_slot() {
+	if (( $1 == 0 )); then
+		echo "$PAIR_SIDE"
+	elif (( ($1 % 2 == 1) == (PAIR_SIDE == 0) )); then
+		echo $((2 * $1))
+	else
+		echo $((2 * $1 + 1))
+	fi
+}
+
+# pair_release: the slot this side holds is over; the next one may run.
+pair_release() {
+	local k
+	k=$(cat "$PAIR_DIR/k.$PAIR_SIDE" 2>/dev/null || echo 0)
+	(( k > 0 )) || return 0
+	echo $(( $(pair_slot $((k - 1))) + 1 )) > "$PAIR_DIR/turn.$PAIR_SIDE" &&
+		mv -f "$PAIR_DIR/turn.$PAIR_SIDE" "$PAIR_DIR/turn"
+}
+
+# pair_turn: give up the slot held, and wait for this side's next one.
+pair_turn() {
+	[ -n "$PAIR" ] || return 0
+	local k slot
+	pair_release
+	k=$(cat "$PAIR_DIR/k.$PAIR_SIDE" 2>/dev/null || echo 0)
+	slot=$(pair_slot "$k")
+	echo $((k + 1)) > "$PAIR_DIR/k.$PAIR_SIDE"
+	until [ -e "$PAIR_DIR/done.$((1 - PAIR_SIDE))" ] ||
+		(( $(cat "$PAIR_DIR/turn") >= slot )); do
+		sleep 0.05
+	done
+}
+
+# pair_end: this side is done; the other need not wait for it again.
+pair_end() {
+	[ -n "$PAIR" ] && [ ! -e "$PAIR_DIR/done.$PAIR_SIDE" ] || return 0
+	touch "$PAIR_DIR/done.$PAIR_SIDE"
+	pair_release
+}
+
 rl_tmp_init
 SOCK=$RL_TMP/redis.sock
 REDIS_ARGS=(--maxmemory-policy noeviction --unixsocket "$SOCK" --unixsocketperm 777)
@@ -59,6 +116,8 @@ if [ "${RL_BENCH_ONLY:-}" = redis_time ]; then
 	echo "results: $OUT"
 	exit 0
 fi
+trap 'rl_stop_all; pair_end' EXIT
+pair_turn
 rl_setup || exit 1
 rl_start_redis bench "$REDIS_PORT" "${REDIS_ARGS[@]}" || exit 1
 # Default durability (fsync on) for the logged tables.
@@ -93,6 +152,7 @@ script() {
 # tps SCRIPT CLIENTS [SECONDS [PGOPTIONS]]: median TPS of a custom script.
 tps() {
 	local secs=${3:-$SECS}
+	pair_turn
 	rl_as_owner env PGOPTIONS="${4:-}" "$RL_PGBIN/pgbench" -n -M prepared -P 1 \
 		-h "$RL_TMP" -p "$PG_PORT" -U postgres -c "$2" -j "$2" -T "$secs" \
 		-f "$W/$1.sql" postgres 2>&1 >/dev/null |
@@ -107,6 +167,7 @@ tps() {
 # is exact.
 checks() {
 	local per=$1 secs=${3:-$SECS}
+	pair_turn
 	rl_as_owner env PGOPTIONS="${4:-}" "$RL_PGBIN/pgbench" -n -M prepared -P 1 \
 		-h "$RL_TMP" -p "$PG_PORT" -U postgres -c 1 -j 1 -T "$secs" \
 		-f "$W/$2.sql" postgres 2>&1 >/dev/null |
@@ -123,6 +184,7 @@ want() {
 # hiredis SECONDS DEPTH KEYS [SOCKET]: median of one-second runs.
 hiredis() {
 	local target=${4:-$REDIS_PORT}
+	pair_turn
 	for _ in $(seq "$1"); do
 		"$W/hb" "$target" 1 "$2" "$3"
 	done | median
@@ -641,6 +703,7 @@ gcc -O2 -I"$("$RL_PGBIN/pg_config" --includedir)" -o "$W/lat" "$HERE/rl_latency_
 	-L"$("$RL_PGBIN/pg_config" --libdir)" -lpq || exit 1
 # latency SQL CLIENTS [OPTIONS]: "p50 p99 p99.9" of one run.
 latency() {
+	pair_turn
 	rl_as_owner "$W/lat" "host=$RL_TMP port=$PG_PORT user=postgres dbname=postgres options='${3:-}'" \
 		"$2" "$SECS" "$1"
 }
@@ -817,6 +880,7 @@ fi
 # names instr, as the A/B of test/bench/ab.sh does.
 if [[ " ${RL_BENCH_ONLY:-} " == *" instr "* ]]; then
 	echo
+	pair_turn
 	RL_BENCH_OUT=$OUT RL_BENCH_NO_SETUP=1 bash "$HERE/instr.sh"
 fi
 echo

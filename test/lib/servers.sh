@@ -11,6 +11,8 @@
 # The PostgreSQL is the one the Debian release ships (12: 15, 13: 17,
 # testing: 18), or RL_PG_VERSION; the server is Redis, or Valkey with
 # RL_SERVER=valkey (valkey-server, valkey-cli: $RL_SERVER_BIN, $RL_CLI).
+# RL_PGBIN names another installation's bin directory (test/bench/ab.sh
+# runs one build from a relocated copy of the system's PostgreSQL).
 #
 # Source it, then:
 #   rl_setup                         install packages, build, install
@@ -48,7 +50,7 @@ case $RL_SERVER in
 esac
 RL_SERVER_BIN=$RL_SERVER-server
 RL_CLI=$RL_SERVER-cli
-RL_PGBIN=/usr/lib/postgresql/$RL_PG_VERSION/bin
+RL_PGBIN=${RL_PGBIN:-/usr/lib/postgresql/$RL_PG_VERSION/bin}
 RL_PG_CONFIG=$RL_PGBIN/pg_config
 RL_PACKAGES="postgresql-$RL_PG_VERSION postgresql-server-dev-$RL_PG_VERSION libhiredis-dev
 	libssl-dev openssl $RL_SERVER-server libipc-run-perl make gcc pgbouncer"
