@@ -5,9 +5,9 @@
 # A/B benchmark: a git ref (A) against the working tree (B), in one session,
 # the two builds measured side by side.
 #
-#   bash test/bench/ab.sh REF [RUNS]          # RUNS=3 paired runs
+#   bash test/bench/ab.sh REF [RUNS]          # RUNS=4 paired runs
 #   RL_BENCH_SECONDS=3 RL_BENCH_ONLY="c1 tables algos many triggers down local instr" \
-#       RL_BENCH_LOCK=/tmp/rl-heavy.lock bash test/bench/ab.sh 0318feb 3
+#       RL_BENCH_LOCK=/tmp/rl-heavy.lock bash test/bench/ab.sh 0318feb 4
 #
 # On a shared 2-core machine throughput moves by more than 3 % between
 # identical builds run minutes apart (test/bench/results.md,
@@ -16,7 +16,10 @@
 # runs, one per build, each with its own PostgreSQL and Redis servers, that
 # pass a turn between them (RL_BENCH_PAIR, see run.sh), so that each of
 # A's slices sits next to B's same slice and only one of the two works at
-# any moment.  Drift then hits both builds alike.
+# any moment.  Drift then hits both builds alike.  Which build goes first
+# alternates from pair to pair, so RUNS should be even.  A section that
+# times many statements in one measurement (triggers, memory, instr) is
+# one turn, taken whole.
 #
 # One ratelimit.so is installed per PostgreSQL installation, so A gets one
 # of its own: a copy of the system's PostgreSQL (binaries, libraries,
@@ -42,13 +45,13 @@
 # test/bench/results.md to ab-<time>.md; each run's own run.sh output and
 # .tsv are kept beside them (ab-<time>-A1.log, ...).
 
-set -u
+set -u -o pipefail
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
 	echo "usage: $0 REF [RUNS]" >&2
 	exit 2
 fi
 REF=$1
-RUNS=${2:-3}
+RUNS=${2:-4}
 LOCK=${RL_BENCH_LOCK:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(git -C "$HERE" rev-parse --show-toplevel) || exit 1
@@ -84,19 +87,21 @@ mkdir "$TMP/pg"
 for d in "$PG_HOME" "$("$RL_PG_CONFIG" --sharedir)" "$("$RL_PG_CONFIG" --includedir)"; do
 	tar -cf - -C / "${d#/}" | tar -xf - -C "$TMP/pg" || exit 1
 done
-A_PGBIN=$TMP/pg$RL_PGBIN
+A_PGBIN=$TMP/pg$PG_HOME/$(basename "$RL_PGBIN")
 A_PG_CONFIG=$A_PGBIN/pg_config
+for d in "$("$A_PG_CONFIG" --pkglibdir)" "$("$A_PG_CONFIG" --sharedir)"; do
+	case $d in
+		"$TMP"/*) ;;
+		*)
+			echo "the copy of PostgreSQL under $TMP/pg does not relocate (it names $d)" >&2
+			exit 1
+			;;
+	esac
+done
 rm -rf "$("$A_PG_CONFIG" --pkglibdir)"/ratelimit* "$("$A_PG_CONFIG" --pkglibdir)"/bitcode/ratelimit* \
 	"$("$A_PG_CONFIG" --sharedir)"/extension/ratelimit*
 declare -A CONF=([A]=$A_PG_CONFIG [B]=$RL_PG_CONFIG)
 declare -A LIB=([A]=$("$A_PG_CONFIG" --pkglibdir)/ratelimit.so [B]=$("$RL_PG_CONFIG" --pkglibdir)/ratelimit.so)
-case ${LIB[A]} in
-	"$TMP"/*) ;;
-	*)
-		echo "the copy of PostgreSQL under $TMP/pg does not relocate (its \$libdir is ${LIB[A]})" >&2
-		exit 1
-		;;
-esac
 
 # Compiling needs no lock; installing does (in each pair).
 declare -A SUM
@@ -139,12 +144,16 @@ pair() {
 			make -C "$TMP/$side" -s with_llvm=no PG_CONFIG="${CONF[$side]}" install >/dev/null 2>&1 9>&- || exit 1
 			installed_is "$side" || { echo "pair $n: installed ratelimit.so is not $side's build"; exit 1; }
 		done
-		RL_PGBIN=$A_PGBIN RL_BENCH_PAIR=$dir:0 \
+		# A is side 0 in odd pairs and side 1 in even ones (see run.sh).
+		local sa=$(( (n + 1) % 2 ))
+		RL_PGBIN=$A_PGBIN RL_BENCH_PAIR=$dir:$sa \
 			bash "$TMP/A/test/bench/run.sh" >"$RES/ab-$STAMP-A$n.log" 2>&1 9>&- &
 		local pa=$!
-		env "${B_PORTS[@]}" RL_BENCH_PAIR="$dir:1" \
+		env "${B_PORTS[@]}" RL_BENCH_PAIR="$dir:$((1 - sa))" \
 			bash "$TMP/B/test/bench/run.sh" >"$RES/ab-$STAMP-B$n.log" 2>&1 9>&- &
 		local pb=$! ra rb
+		# Background jobs ignore SIGINT: pass an interrupt on to both.
+		trap 'kill -TERM $pa $pb 2>/dev/null; exit 1' INT TERM
 		wait $pa
 		ra=$?
 		wait $pb

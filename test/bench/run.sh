@@ -57,8 +57,11 @@ redis_time() {
 # from the start of its measurement to the start of its next one; DIR/turn
 # holds the slot now running, and only its holder writes it.  DIR/k.SIDE
 # counts a side's turns (measurements run in subshells, $(tps ...), so the
-# count cannot live in a variable).  A side that ends leaves DIR/done.SIDE,
-# and the other then stops waiting.
+# count cannot live in a variable).  A side that ends leaves its exit
+# status in DIR/done.SIDE: the other then stops waiting, and stops too if
+# that status is a failure.  Which build is side 0 alternates from pair to
+# pair (ab.sh), so over an even number of pairs each build is measured
+# first in half of them, case by case.
 PAIR=${RL_BENCH_PAIR:-}
 PAIR_DIR=${PAIR%:*}
 PAIR_SIDE=${PAIR##*:}
@@ -91,16 +94,21 @@ pair_turn() {
 	k=$(cat "$PAIR_DIR/k.$PAIR_SIDE" 2>/dev/null || echo 0)
 	slot=$(pair_slot "$k")
 	echo $((k + 1)) > "$PAIR_DIR/k.$PAIR_SIDE"
-	until [ -e "$PAIR_DIR/done.$((1 - PAIR_SIDE))" ] ||
-		(( $(cat "$PAIR_DIR/turn") >= slot )); do
+	local t
+	until [ -e "$PAIR_DIR/done.$((1 - PAIR_SIDE))" ]; do
+		t=$(cat "$PAIR_DIR/turn" 2>/dev/null) || exit 1	# the pair's directory is gone
+		(( t >= slot )) && break
 		sleep 0.05
 	done
+	# The other side failed: measuring on alone would pair nothing.
+	[ "$(cat "$PAIR_DIR/done.$((1 - PAIR_SIDE))" 2>/dev/null || echo 0)" = 0 ] || exit 1
 }
 
-# pair_end: this side is done; the other need not wait for it again.
+# pair_end STATUS: this side is done (its exit status in DIR/done.SIDE);
+# the other need not wait for it again.
 pair_end() {
 	[ -n "$PAIR" ] && [ ! -e "$PAIR_DIR/done.$PAIR_SIDE" ] || return 0
-	touch "$PAIR_DIR/done.$PAIR_SIDE"
+	echo "$1" > "$PAIR_DIR/done.$PAIR_SIDE"
 	pair_release
 }
 
@@ -116,7 +124,7 @@ if [ "${RL_BENCH_ONLY:-}" = redis_time ]; then
 	echo "results: $OUT"
 	exit 0
 fi
-trap 'rl_stop_all; pair_end' EXIT
+trap 'rc=$?; rl_stop_all; pair_end $rc' EXIT
 pair_turn
 rl_setup || exit 1
 rl_start_redis bench "$REDIS_PORT" "${REDIS_ARGS[@]}" || exit 1
