@@ -167,6 +167,13 @@ per_tx "instr statement local rl_allow token_bucket hot" local "$HOT"
 per_tx "instr statement local rl_allow hot, select list" local \
 	"SELECT (rl_allow('hot', 'token_bucket', 100, '1 second')).allowed;"
 per_tx "instr statement fw_allow_unlogged function hot" local "SELECT fw_allow_unlogged('k1', 100);"
+# A denial answered by the deny cache, as nearly all of run.sh's "default
+# settings" cases are: one call an hour is allowed, so after each session's
+# first call (a round trip, in both sessions) every call is a cache hit.
+# The cache needs the real clock (a pinned one turns it off).
+per_tx "instr statement rl_allow, deny cache hit" redis \
+	"SELECT allowed FROM rl_allow('cached', 'fixed_window', 1, '1 hour');" \
+	"SET ratelimit.test_clock_ms = 0; SET ratelimit.deny_cache = on;"
 # Redis down, failure_mode open (run.sh's section 7): the policy's answer.
 # One failed connect per session (retry_interval: an hour), its WARNING
 # kept from the client; the difference of the two sessions leaves neither.
