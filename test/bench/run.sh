@@ -77,31 +77,42 @@ pair_slot() {
 	fi
 }
 
-# pair_release: the slot this side holds is over; the next one may run.
+# pair_count: how many turns this side has begun.
+pair_count() {
+	cat "$PAIR_DIR/k.$PAIR_SIDE" 2>/dev/null || echo 0
+}
+
+# pair_release K: after K turns begun, the slot this side holds is over;
+# the next one may run.
 pair_release() {
-	local k
-	k=$(cat "$PAIR_DIR/k.$PAIR_SIDE" 2>/dev/null || echo 0)
-	(( k > 0 )) || return 0
-	echo $(( $(pair_slot $((k - 1))) + 1 )) > "$PAIR_DIR/turn.$PAIR_SIDE" &&
+	(( $1 > 0 )) || return 0
+	echo $(( $(pair_slot $(($1 - 1))) + 1 )) > "$PAIR_DIR/turn.$PAIR_SIDE" &&
 		mv -f "$PAIR_DIR/turn.$PAIR_SIDE" "$PAIR_DIR/turn"
+}
+
+# pair_abort: end the whole run.  A measurement waits in a subshell,
+# $(tps ...), whose own exit would end only the measurement.
+pair_abort() {
+	echo 1 > "$PAIR_DIR/done.$PAIR_SIDE" 2>/dev/null
+	kill -TERM $$
+	exit 1
 }
 
 # pair_turn: give up the slot held, and wait for this side's next one.
 pair_turn() {
 	[ -n "$PAIR" ] || return 0
-	local k slot
-	pair_release
-	k=$(cat "$PAIR_DIR/k.$PAIR_SIDE" 2>/dev/null || echo 0)
+	local k slot t
+	k=$(pair_count)
+	pair_release "$k"
 	slot=$(pair_slot "$k")
 	echo $((k + 1)) > "$PAIR_DIR/k.$PAIR_SIDE"
-	local t
 	until [ -e "$PAIR_DIR/done.$((1 - PAIR_SIDE))" ]; do
-		t=$(cat "$PAIR_DIR/turn" 2>/dev/null) || exit 1	# the pair's directory is gone
+		t=$(cat "$PAIR_DIR/turn" 2>/dev/null) || pair_abort	# the pair's directory is gone
 		(( t >= slot )) && break
 		sleep 0.05
 	done
 	# The other side failed: measuring on alone would pair nothing.
-	[ "$(cat "$PAIR_DIR/done.$((1 - PAIR_SIDE))" 2>/dev/null || echo 0)" = 0 ] || exit 1
+	[ "$(cat "$PAIR_DIR/done.$((1 - PAIR_SIDE))" 2>/dev/null || echo 0)" = 0 ] || pair_abort
 }
 
 # pair_end STATUS: this side is done (its exit status in DIR/done.SIDE);
@@ -109,7 +120,7 @@ pair_turn() {
 pair_end() {
 	[ -n "$PAIR" ] && [ ! -e "$PAIR_DIR/done.$PAIR_SIDE" ] || return 0
 	echo "$1" > "$PAIR_DIR/done.$PAIR_SIDE"
-	pair_release
+	pair_release "$(pair_count)"
 }
 
 rl_tmp_init
