@@ -23,7 +23,8 @@ ALTER TABLE rl_policies ALTER COLUMN refund_on_abort SET NOT NULL;
 -- columns change the row type, which CREATE OR REPLACE cannot, so the old
 -- function and view are renamed and new ones created; the grants an
 -- administrator made on the old ones (doc/statistics.md: monitoring roles
--- are granted them) are copied, and the old ones dropped.
+-- are granted them), the view's column grants among them, are copied, and
+-- the old ones dropped.
 ALTER VIEW rl_stats RENAME TO rl_stats_before_refunds;
 ALTER FUNCTION rl_stats() RENAME TO rl_stats_before_refunds;
 
@@ -133,6 +134,31 @@ BEGIN
 			EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM pg_monitor', pair.target);
 		END IF;
 	END LOOP;
+	-- Grants on the view's columns (GRANT SELECT (denied) ON rl_stats ...),
+	-- copied column by column: the new view has every column of the old.
+	-- A fresh install has no initial privileges on columns, so those the
+	-- copies recorded are removed.
+	FOR item IN
+		SELECT a.attname, x.grantee, x.privilege_type, x.is_grantable
+		FROM pg_catalog.pg_class c, pg_catalog.pg_attribute a,
+			pg_catalog.aclexplode(a.attacl) x
+		WHERE c.oid OPERATOR(pg_catalog.=) 'rl_stats_before_refunds'::pg_catalog.regclass
+			AND a.attrelid OPERATOR(pg_catalog.=) c.oid
+			AND a.attnum OPERATOR(pg_catalog.>) 0
+			AND NOT a.attisdropped
+			AND x.grantee OPERATOR(pg_catalog.<>) c.relowner
+	LOOP
+		EXECUTE pg_catalog.format('GRANT %s (%I) ON TABLE rl_stats TO %s%s',
+					   item.privilege_type, item.attname,
+					   CASE WHEN item.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+					   ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(item.grantee)) END,
+					   CASE WHEN item.is_grantable
+					   THEN ' WITH GRANT OPTION' ELSE '' END);
+	END LOOP;
+	DELETE FROM pg_catalog.pg_init_privs
+	WHERE objoid OPERATOR(pg_catalog.=) 'rl_stats'::pg_catalog.regclass
+		AND classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+		AND objsubid OPERATOR(pg_catalog.>) 0;
 END
 $$;
 

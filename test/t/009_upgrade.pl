@@ -174,13 +174,16 @@ for my $old (grep { $_ ne $current } @versions)
 # A 0.5.0 catalog served by the new library, then updated: its rl_stats
 # (no refunds columns) and its rl_policies (no refund_on_abort) work
 # before the update; after it, a policy made before keeps refunds off, and
-# the grants an administrator made on rl_stats (function and view, which
-# the update recreates) survive.
+# the grants an administrator made on rl_stats (function, view and the
+# view's columns, which the update recreates) survive.
 $node->safe_psql('postgres', 'CREATE ROLE regress_rl_009_mon');
+$node->safe_psql('postgres', 'CREATE ROLE regress_rl_009_col');
 $node->safe_psql('postgres', 'CREATE DATABASE old050');
 $node->safe_psql('old050', q{CREATE EXTENSION ratelimit VERSION '0.5.0';
-GRANT EXECUTE ON FUNCTION rl_stats() TO regress_rl_009_mon;
+GRANT EXECUTE ON FUNCTION rl_stats() TO regress_rl_009_mon, regress_rl_009_col;
 GRANT SELECT ON rl_stats TO regress_rl_009_mon;
+GRANT SELECT (calls, denied) ON rl_stats TO regress_rl_009_col;
+GRANT SELECT (failures) ON rl_stats TO regress_rl_009_col WITH GRANT OPTION;
 INSERT INTO rl_policies (name, algo, "limit", "window") VALUES ('old.050', 'fixed_window', 5, '1 hour');});
 is($node->safe_psql('old050', "SELECT calls >= 0 FROM rl_stats;
 	BEGIN; SELECT remaining FROM rl_allow('k009', 'old.050'); ROLLBACK;
@@ -200,8 +203,27 @@ is($node->safe_psql('old050',
 like($node->safe_psql_dump('old050'),
 	qr/GRANT SELECT ON TABLE public\.rl_stats TO regress_rl_009_mon;/,
 	'0.5.0 + UPDATE: pg_dump still writes the administrator\'s grant on the view');
+# A grant on some of the view's columns survives as it was: those columns
+# (the grant option too), not the view, not the new columns.
+is($node->safe_psql('old050',
+		"SELECT has_column_privilege('regress_rl_009_col', 'rl_stats', 'denied', 'SELECT'),
+			has_column_privilege('regress_rl_009_col', 'rl_stats', 'failures', 'SELECT WITH GRANT OPTION'),
+			has_column_privilege('regress_rl_009_col', 'rl_stats', 'calls', 'SELECT WITH GRANT OPTION'),
+			has_column_privilege('regress_rl_009_col', 'rl_stats', 'refunds', 'SELECT'),
+			has_table_privilege('regress_rl_009_col', 'rl_stats', 'SELECT')"),
+	't|t|f|f|f', '0.5.0 + UPDATE: the grants on columns of rl_stats survive, no more');
+is($node->safe_psql('old050', "SET ROLE regress_rl_009_col; SELECT calls >= denied FROM rl_stats"),
+	't', '0.5.0 + UPDATE: the role granted two columns reads them');
+my $dump050 = $node->safe_psql_dump('old050');
+like($dump050, qr/GRANT SELECT\(denied\) ON TABLE public\.rl_stats TO regress_rl_009_col;/,
+	'0.5.0 + UPDATE: pg_dump still writes the administrator\'s grant on a column');
+is($node->safe_psql('old050',
+		"SELECT count(*) FROM pg_init_privs
+		 WHERE objoid = 'rl_stats'::regclass AND classoid = 'pg_class'::regclass AND objsubid > 0"),
+	'0', '0.5.0 + UPDATE: no initial privileges on the view\'s columns, as on a fresh install');
 $node->safe_psql('postgres', 'DROP DATABASE old050');
 $node->safe_psql('postgres', 'DROP ROLE regress_rl_009_mon');
+$node->safe_psql('postgres', 'DROP ROLE regress_rl_009_col');
 
 # A 0.3.0 catalog served by the new library: its rl_reset(key, algo) no
 # longer names one limiter, and says so (and what to run), touching
