@@ -6,7 +6,7 @@
 # the two builds measured side by side.
 #
 #   bash test/bench/ab.sh REF [RUNS]          # RUNS=4 paired runs
-#   RL_BENCH_SECONDS=3 RL_BENCH_ONLY="c1 tables algos many triggers down local instr" \
+#   RL_BENCH_SECONDS=3 RL_BENCH_ONLY="c1 c8 many triggers down local instr" \
 #       RL_BENCH_LOCK=/tmp/rl-heavy.lock bash test/bench/ab.sh 0318feb 4
 #
 # On a shared 2-core machine throughput moves by more than 3 % between
