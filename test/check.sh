@@ -39,10 +39,17 @@ RL_CHECK_PG_PORT=${RL_CHECK_PG_PORT:-54399}
 RL_PGXS_DIR=/usr/lib/postgresql/$RL_PG_VERSION/lib/pgxs
 RL_PG_REGRESS=$RL_PGXS_DIR/src/test/regress/pg_regress
 RL_TAP_LIB=$RL_PGXS_DIR/src/test/perl
-# Safety nets only: a normal run's TAP suites take about 430 s plus the
-# soak (RL_SOAK_SECONDS, 30 s by default), so the net grows with the soak.
+# Safety nets only, for a run that wedges.  pg_regress takes seconds.
+# Each TAP suite has a budget of its own, ten minutes plus the soak's
+# length (RL_SOAK_SECONDS, 30 s by default): the longest but the soak
+# takes under a minute on a 2-core machine (012_hostile_peer, which
+# builds the source once more).  A suite over its budget fails alone,
+# with a test point that says so, and the others still run; one net over
+# all of them would instead grow with their number and with the machine's
+# speed, and a slow machine would fail the last suites for the time the
+# first ones took.
 RL_REGRESS_TIMEOUT=180
-RL_TAP_TIMEOUT=$((720 + ${RL_SOAK_SECONDS:-30}))
+RL_TAP_BUDGET=${RL_TAP_BUDGET:-$((600 + ${RL_SOAK_SECONDS:-30}))}
 
 RL_SUITES=()			# "name passed failed", one per suite
 # RL_ONLY="basic 005_property ...": run only the named suites (pg_regress
@@ -277,8 +284,13 @@ rl_run_regress_cluster() {
 
 # TAP::Harness with a callback that writes, for each test file as it
 # ends, "file passed failed".  A file that dies, misses its plan or exits
-# non-zero counts at least one failure; a file that never ends (timeout)
-# is counted by the caller.
+# non-zero counts at least one failure; a file that never reports
+# (the harness died) is counted by the caller.  Each file runs under
+# timeout(1) with its budget, RL_TAP_BUDGET seconds; the TERM it sends
+# reaches the suite's perl alone (--foreground), where RLBudget turns it
+# into a failed test point and an exit that stops the suite's servers.
+# The libraries go in PERL5LIB, which a suite that re-executes itself
+# (RLNetns) keeps, and so does PERL5OPT.
 RL_TAP_WRAPPER='
 use strict;
 use warnings;
@@ -287,11 +299,18 @@ use TAP::Harness;
 my ($results, @files) = @ARGV;
 open(my $fh, ">", $results) or die "$results: $!";
 $fh->autoflush(1);
+$ENV{PERL5LIB} = join(":", split(/:/, $ENV{RL_TAP_INC}),
+	grep { length } ($ENV{PERL5LIB} // ""));
+$ENV{PERL5OPT} = "-MRLBudget";
 my $harness = TAP::Harness->new({
 	verbosity => 0,
 	color => 0,
 	timer => 1,
-	lib => [ split(/:/, $ENV{RL_TAP_INC}) ],
+	exec => sub {
+		my (undef, $file) = @_;
+		return [ "timeout", "--foreground", "--kill-after=60",
+			$ENV{RL_TAP_BUDGET}, $^X, $file ];
+	},
 });
 # after_test gets the job as [ file name, description ].
 $harness->callback(after_test => sub {
@@ -338,8 +357,9 @@ rl_run_tap() {
 	rl_note "TAP: ${files[*]}"
 	# The TAP suites start their own servers; RL_REDIS_PORT is not theirs.
 	# shellcheck disable=SC2046
-	(cd "$srcdir" && timeout -k 10 "$RL_TAP_TIMEOUT" $(rl_owner_cmd) env \
+	(cd "$srcdir" && $(rl_owner_cmd) env \
 		-u RL_REDIS_PORT \
+		RL_TAP_BUDGET="$RL_TAP_BUDGET" \
 		RL_SERVER="$RL_SERVER" \
 		PATH="$RL_PGBIN:$PATH" \
 		TESTDIR="$RL_TMP/tap" \
@@ -350,7 +370,6 @@ rl_run_tap() {
 		RL_TAP_INC="$RL_TAP_LIB:$srcdir/test/perl" \
 		perl -e "$RL_TAP_WRAPPER" "$results" "${files[@]}")
 	rc=$?
-	[ "$rc" = 124 ] && echo "TAP suites timed out after ${RL_TAP_TIMEOUT}s"
 
 	for f in "${files[@]}"; do
 		name=${f##*/}
@@ -358,7 +377,7 @@ rl_run_tap() {
 		if [ -n "$line" ]; then
 			read -r _ passed failed _ <<<"$line"
 		else
-			# Never finished: killed by the timeout or the harness died.
+			# Never reported: the harness died.
 			passed=0
 			failed=1
 		fi
