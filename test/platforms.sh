@@ -9,9 +9,10 @@
 #   forky   (Debian testing)  PostgreSQL 18, hiredis 1.2, Redis 8.0 and
 #                             Valkey 9
 #
-# For each release (both by default) it makes a root with debootstrap
-# --variant=minbase from the mirror this machine's apt sources name,
-# installs the packages with apt (no service starts: policy-rc.d), copies
+# For each release (both by default, their roots made at the same time)
+# it makes a root with debootstrap --variant=minbase from the mirror this
+# machine's apt sources name, installs the packages with apt (no service
+# starts: policy-rc.d), copies
 # the checkout in and runs test/check.sh there, once per server, as root:
 # check.sh runs PostgreSQL and the suites as the postgres user.  Each
 # command runs in a mount namespace of its own whose root is the root
@@ -43,8 +44,8 @@ RL_PLATFORM_ONLY=${RL_PLATFORM_ONLY:-$RL_PLATFORM_SUITES}
 
 RL_ROOTS=()		# roots made here, removed on exit
 RL_RUNS=()		# "name passed failed", one per run
-# Safety nets: a release's set-up takes about 3 minutes, one run of the
-# suites about 4.
+# Safety nets: making both roots takes about 2 minutes, one run of the
+# suites about 6.
 RL_SETUP_TIMEOUT=900
 RL_RUN_TIMEOUT=1200
 
@@ -104,10 +105,24 @@ rl_root_remove() {
 	rm -rf --one-file-system "$root"
 }
 
+# Stops the process PID and every process under it.
+rl_kill_tree() {
+	local child
+	for child in $(ps -o pid= --ppid "$1"); do
+		rl_kill_tree "$child"
+	done
+	kill "$1" 2>/dev/null
+}
+
 rl_cleanup() {
-	local root
+	local root pid
+	# Roots still being made: their debootstrap or apt first.
+	for pid in $(jobs -p); do
+		rl_kill_tree "$pid"
+	done
 	for root in "${RL_ROOTS[@]}"; do
-		rl_root_remove "$root"
+		[ -d "$root" ] && rl_root_remove "$root"
+		rm -f "$root.make.log" "$root.make.rc" "$root.debootstrap.log"
 	done
 	RL_ROOTS=()
 }
@@ -238,8 +253,12 @@ main() {
 		echo "RL_PLATFORM_ROOT is the root of one release: name it" >&2
 		exit 1
 	fi
+	# Every root is made first, all at once: debootstrap and apt wait on
+	# the mirror and the disk far more than on the CPU, and no suite runs
+	# meanwhile (the suites' timings must not share the machine).
+	local made=() roots=()
+	t0=$SECONDS
 	for release in "${releases[@]}"; do
-		t0=$SECONDS
 		if ! rl_platform_pg "$release" >/dev/null; then
 			echo "unknown release $release (trixie, forky)" >&2
 			RL_RUNS+=("$release 0 1")
@@ -254,11 +273,26 @@ main() {
 			# It becomes "/": postgres must enter it (mktemp made it 700).
 			chmod 755 "$root"
 		fi
-		if ! rl_root_make "$release" "$root"; then
+		(
+			rl_root_make "$release" "$root" >"$root.make.log" 2>&1
+			echo "$? $((SECONDS - t0))" >"$root.make.rc"
+		) &
+		made+=("$release")
+		roots+=("$root")
+	done
+	wait
+	local i rc secs
+	for i in "${!made[@]}"; do
+		release=${made[$i]}
+		root=${roots[$i]}
+		cat "$root.make.log"
+		read -r rc secs <"$root.make.rc" || rc=1
+		rm -f "$root.make.log" "$root.make.rc"
+		if [ "$rc" != 0 ]; then
 			echo "$release: the root could not be made" >&2
 			RL_RUNS+=("$release-setup 0 1")
 		else
-			rl_note "$release: ready in $((SECONDS - t0)) s"
+			rl_note "$release: ready in $secs s"
 			for server in $(rl_platform_servers "$release"); do
 				t0=$SECONDS
 				rl_run "$release" "$root" "$server"
@@ -269,7 +303,6 @@ main() {
 			rl_root_unmount "$root"
 		else
 			rl_root_remove "$root"
-			RL_ROOTS=()
 		fi
 	done
 
