@@ -115,6 +115,9 @@ sub start
 		'--daemonize', 'yes', '--dir', $self->{dir},
 		'--pidfile', $pidfile,
 		'--logfile', "$self->{dir}/$self->{name}.log",
+		# A replica's first sync starts at once, not after the 5 s a
+		# master waits by default for more replicas to share it.
+		'--repl-diskless-sync-delay', 0,
 		'--enable-debug-command', 'local', @{ $self->{args} }
 	  ],
 	  '>', \my $out, '2>', \my $err;
