@@ -200,12 +200,23 @@ rl_stop_all() {
 		rl_as_owner "$RL_PGBIN/pg_ctl" -D "$dir" -m immediate stop >/dev/null 2>&1
 	done
 	RL_PGDATAS=()
+	local pids=() pid
 	for pidfile in "${RL_PIDS_REDIS[@]}"; do
 		[ -f "$pidfile" ] || continue
-		kill -CONT "$(cat "$pidfile")" 2>/dev/null
-		kill "$(cat "$pidfile")" 2>/dev/null
+		pid=$(cat "$pidfile")
+		kill -CONT "$pid" 2>/dev/null
+		kill "$pid" 2>/dev/null
+		pids+=("$pid")
 	done
 	RL_PIDS_REDIS=()
+	# A server writes its last log line as it exits: gone before its
+	# directory is removed (5 s at most).
+	for pid in "${pids[@]}"; do
+		for _ in $(seq 50); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+	done
 	if [ -n "${RL_TMP:-}" ] && [ "${RL_KEEP:-0}" != 1 ]; then
 		rm -rf "$RL_TMP"
 	fi
