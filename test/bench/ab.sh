@@ -44,7 +44,12 @@
 # test/bench/results/ab-<time>.tsv, and as a Markdown section ready for
 # test/bench/results.md to ab-<time>.md; each run's own run.sh output and
 # .tsv are kept beside them (ab-<time>-A1.log, ...).
+#
+# The whole script is one brace group, which bash reads in full before it
+# runs any of it: an edit to this file during a run (an hour long) changes
+# nothing in that run.
 
+{
 set -u -o pipefail
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
 	echo "usage: $0 REF [RUNS]" >&2
@@ -264,3 +269,5 @@ echo
 echo "worse by more than 3 % (paired): $(awk -F'\t' '$9 ~ /WORSE/' "$OUT" | wc -l) target ratio(s)"
 echo "table: $OUT"
 echo "Markdown for test/bench/results.md: $MD"
+exit
+}

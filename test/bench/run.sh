@@ -338,7 +338,7 @@ per_round() {
 # and the table limiters, in one go.  RL_BENCH_ONLY=local runs only this.
 LOCAL="-c ratelimit.engine=local -c ratelimit.deny_cache=off"
 bench_local() {
-	local lslice=$(( (SECS + 2) / 3 + 1 )) sel="" loc="" locs="" sel8="" own="" owns="" hot8="" hot8s="" fwu="" fwl="" r
+	local sel="" loc="" locs="" sel8="" own="" owns="" hot8="" hot8s="" fwu="" fwl="" r
 	echo "10. The local engine (shared memory), deny cache off"
 	fw_schema
 	rl_psql bench -q <<-'SQL'
@@ -356,25 +356,25 @@ bench_local() {
 	script l-fwu <<< "SELECT fw_allow_unlogged('k1', 100);"
 	script l-many <<< "SELECT count(*) FROM keys1000, LATERAL rl_allow_many(keys1000.keys, 'token_bucket', 100, '1 second');"
 	for _ in 1 2 3 4 5; do
-		sel+="$(tps select1 1 "$lslice") "
-		loc+="$(tps l-hot 1 "$lslice" "$LOCAL") "
-		locs+="$(tps l-hot-sel 1 "$lslice" "$LOCAL") "
+		sel+="$(tps select1 1 "$slice") "
+		loc+="$(tps l-hot 1 "$slice" "$LOCAL") "
+		locs+="$(tps l-hot-sel 1 "$slice" "$LOCAL") "
 	done
 	# At c=8 too, SELECT 1 and the 8 keys take turns, so that both see
 	# the same machine (the median of 5 slices each).
 	for _ in 1 2 3 4 5; do
-		sel8+="$(tps select1 8 "$lslice") "
-		own+="$(tps l-own 8 "$lslice" "$LOCAL") "
-		owns+="$(tps l-own-sel 8 "$lslice" "$LOCAL") "
+		sel8+="$(tps select1 8 "$slice") "
+		own+="$(tps l-own 8 "$slice" "$LOCAL") "
+		owns+="$(tps l-own-sel 8 "$slice" "$LOCAL") "
 	done
 	# The hot key against the unlogged table's limiter, in turns as well;
 	# that limiter is a scalar function in the select list, so the hot key
 	# is measured in both forms.
 	for _ in 1 2 3 4 5; do
-		hot8+="$(tps l-hot 8 "$lslice" "$LOCAL") "
-		hot8s+="$(tps l-hot-sel 8 "$lslice" "$LOCAL") "
-		fwu+="$(tps l-fwu 8 "$lslice") "
-		fwl+="$(tps l-fwl 8 "$lslice") "
+		hot8+="$(tps l-hot 8 "$slice" "$LOCAL") "
+		hot8s+="$(tps l-hot-sel 8 "$slice" "$LOCAL") "
+		fwu+="$(tps l-fwu 8 "$slice") "
+		fwl+="$(tps l-fwl 8 "$slice") "
 	done
 	lm() { echo "$1" | tr ' ' '\n' | grep . | median; }
 	record "local select1 c=1 (interleaved)" "$(lm "$sel")" tps
